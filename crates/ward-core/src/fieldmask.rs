@@ -1,0 +1,114 @@
+//! AIP-134 update masks.
+//!
+//! A PATCH changes exactly the fields in its mask. The mask comes from
+//! `updateMask` (comma-separated paths, snake_case or camelCase) or, when that is
+//! absent, from the keys present in the JSON body. Output-only fields in either
+//! are ignored; unknown paths in an explicit mask are INVALID_ARGUMENT.
+
+use crate::error::{Error, Result};
+
+/// The fields of one resource type, as an update sees them.
+pub struct Updatable {
+    /// Fields an update may change (snake_case proto names).
+    pub mutable: &'static [&'static str],
+    /// Fields that exist but are output-only: ignored in masks and bodies.
+    pub output_only: &'static [&'static str],
+}
+
+/// A validated mask: a subset of the resource's mutable fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldMask(Vec<&'static str>);
+
+/// `createTime` → `create_time`.
+fn snake(path: &str) -> String {
+    let mut out = String::with_capacity(path.len() + 4);
+    for c in path.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl FieldMask {
+    /// From an explicit `updateMask`. `*` means every mutable field.
+    pub fn parse(raw: &str, fields: &Updatable) -> Result<Self> {
+        let mut out = Vec::new();
+        let mut bad = Vec::new();
+        for path in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if path == "*" {
+                return Ok(Self(fields.mutable.to_vec()));
+            }
+            let p = snake(path);
+            if let Some(f) = fields.mutable.iter().find(|f| **f == p) {
+                if !out.contains(f) {
+                    out.push(*f);
+                }
+            } else if !fields.output_only.contains(&p.as_str()) {
+                bad.push(path.to_owned());
+            }
+        }
+        if !bad.is_empty() {
+            return Err(Error::invalid(
+                "update_mask",
+                format!(
+                    "update_mask has unknown field path(s) {}; updatable fields are {}",
+                    bad.join(", "),
+                    fields.mutable.join(", ")
+                ),
+            ));
+        }
+        Ok(Self(out))
+    }
+
+    /// From the keys present in a JSON body (unknown keys are ignored, as unknown
+    /// request fields are).
+    pub fn from_body_keys<'a>(keys: impl IntoIterator<Item = &'a str>, fields: &Updatable) -> Self {
+        let mut out = Vec::new();
+        for k in keys {
+            let p = snake(k);
+            if let Some(f) = fields.mutable.iter().find(|f| **f == p)
+                && !out.contains(f)
+            {
+                out.push(*f);
+            }
+        }
+        Self(out)
+    }
+
+    /// Every mutable field that is set to a non-default value (gRPC without a mask).
+    pub fn of(paths: Vec<&'static str>) -> Self {
+        Self(paths)
+    }
+
+    pub fn contains(&self, field: &str) -> bool {
+        self.0.contains(&field)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GROUP: Updatable = Updatable { mutable: &["name", "description"], output_only: &["uid", "create_time"] };
+
+    #[test]
+    fn masks() {
+        let m = FieldMask::parse("description", &GROUP).unwrap();
+        assert!(m.contains("description") && !m.contains("name"));
+        let m = FieldMask::parse("name, description,createTime", &GROUP).unwrap();
+        assert!(m.contains("name") && m.contains("description"));
+        assert!(FieldMask::parse("*", &GROUP).unwrap().contains("name"));
+        let e = FieldMask::parse("nmae", &GROUP).unwrap_err();
+        assert!(e.message().contains("nmae"), "{}", e.message());
+        let m = FieldMask::from_body_keys(["description", "unknown", "uid"], &GROUP);
+        assert_eq!(m, FieldMask(vec!["description"]));
+    }
+}

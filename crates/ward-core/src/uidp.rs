@@ -1,0 +1,139 @@
+//! UIDPs: hierarchical identifiers (`<40 hex>(/<16 hex>)*`).
+//!
+//! A child's UIDP is its parent's plus one segment, so hierarchy questions are
+//! string questions: the ancestors of X are its prefixes, and the descendants of
+//! P are the keys in `[P + "/", P + "0")` (since `'/' + 1 == '0'`).
+
+use std::fmt;
+
+use rand::RngCore;
+
+use crate::error::Error;
+
+/// A syntactically valid UIDP.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Uidp(String);
+
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl Uidp {
+    /// Parses a UIDP, naming `field` in the error when it is malformed.
+    pub fn parse(field: &str, s: &str) -> Result<Self, Error> {
+        if Self::is_valid(s) {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(Error::invalid(field, format!("{field} must be a UIDP (^[0-9a-f]{{40}}(?:/[0-9a-f]{{16}})*$)")))
+        }
+    }
+
+    /// Whether `s` matches `^[0-9a-f]{40}(?:/[0-9a-f]{16})*$`.
+    pub fn is_valid(s: &str) -> bool {
+        let mut parts = s.split('/');
+        parts.next().is_some_and(|root| is_hex(root, 40)) && parts.all(|p| is_hex(p, 16))
+    }
+
+    /// A new random root UIDP (20 random bytes).
+    pub fn new_root() -> Self {
+        let mut b = [0u8; 20];
+        rand::thread_rng().fill_bytes(&mut b);
+        Self(hex::encode(b))
+    }
+
+    /// A new random child of `self` (8 random bytes).
+    pub fn new_child(&self) -> Self {
+        let mut b = [0u8; 8];
+        rand::thread_rng().fill_bytes(&mut b);
+        Self(format!("{}/{}", self.0, hex::encode(b)))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The parent, or `None` for a root.
+    pub fn parent(&self) -> Option<Self> {
+        self.0.rfind('/').map(|i| Self(self.0[..i].to_owned()))
+    }
+
+    pub fn is_root(&self) -> bool {
+        !self.0.contains('/')
+    }
+
+    /// Strict ancestors, nearest last (root first).
+    pub fn ancestors(&self) -> Vec<Self> {
+        self.0.match_indices('/').map(|(i, _)| Self(self.0[..i].to_owned())).collect()
+    }
+
+    /// `self` and its ancestors: the scopes at which a binding can cover `self`.
+    pub fn self_and_ancestors(&self) -> Vec<Self> {
+        let mut v = self.ancestors();
+        v.push(self.clone());
+        v
+    }
+
+    /// Whether `self` is `other` or lies below it.
+    pub fn is_self_or_descendant_of(&self, other: &Uidp) -> bool {
+        self.0 == other.0 || (self.0.starts_with(&other.0) && self.0.as_bytes()[other.0.len()] == b'/')
+    }
+
+    /// The half-open key range holding exactly the strict descendants of `self`.
+    pub fn descendant_range(&self) -> (String, String) {
+        (format!("{}/", self.0), format!("{}0", self.0))
+    }
+}
+
+impl fmt::Display for Uidp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Uidp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Uidp({})", self.0)
+    }
+}
+
+impl From<Uidp> for String {
+    fn from(u: Uidp) -> String {
+        u.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn shapes() {
+        let root = Uidp::new_root();
+        assert_eq!(root.as_str().len(), 40);
+        assert!(root.is_root());
+        let child = root.new_child();
+        assert_eq!(child.as_str().len(), 57);
+        assert_eq!(child.parent(), Some(root.clone()));
+        assert_eq!(child.ancestors(), vec![root.clone()]);
+        assert!(child.is_self_or_descendant_of(&root));
+        assert!(!root.is_self_or_descendant_of(&child));
+        assert!(Uidp::parse("uid", "ABC").is_err());
+        assert!(Uidp::parse("uid", &format!("{}/", root)).is_err());
+        assert!(Uidp::parse("uid", &format!("{}/0123456789abcdeF", root)).is_err());
+    }
+
+    proptest! {
+        /// The descendant key range holds exactly the strict descendants.
+        #[test]
+        fn descendant_range_is_exact(depth_a in 0usize..3, depth_b in 0usize..3, same_root: bool) {
+            let r1 = Uidp::new_root();
+            let r2 = if same_root { r1.clone() } else { Uidp::new_root() };
+            let mut a = r1; for _ in 0..depth_a { a = a.new_child(); }
+            let mut b = r2; for _ in 0..depth_b { b = b.new_child(); }
+            let (lo, hi) = a.descendant_range();
+            let in_range = b.as_str() >= lo.as_str() && b.as_str() < hi.as_str();
+            prop_assert_eq!(in_range, b != a && b.is_self_or_descendant_of(&a));
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! Ward's protocol types: prost messages, tonic services and proto3-JSON serde
+//! impls, all generated from the `.proto` files under `proto/`.
+//!
+//! One type system serves REST (via the pbjson serde impls), gRPC and the CLI.
+//! Generated code is never edited by hand.
+
+mod timestamp;
+
+pub use timestamp::Timestamp;
+
+// Generated code: lints are the generator's business, not ours.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod chainguard {
+    pub mod platform {
+        pub mod common {
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.common.rs"));
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.common.serde.rs"));
+        }
+        pub mod iam {
+            pub mod v2 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.iam.v2.rs"));
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.iam.v2.serde.rs"));
+            }
+            /// The beta services; their messages are the v2 types.
+            pub mod v2beta1 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.iam.v2beta1.rs"));
+            }
+        }
+    }
+}
+
+pub use chainguard::platform::{common, iam};
+
+/// The encoded `FileDescriptorSet` of every served package, for gRPC reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));

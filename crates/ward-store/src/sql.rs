@@ -1,0 +1,168 @@
+//! SQL shared by both backends, rendered for each dialect's placeholders.
+//!
+//! Only list queries are built dynamically; every value is bound, never spliced.
+
+use ward_core::listing::{CursorKey, ListQuery, SortField};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// A bound value.
+#[derive(Clone, Debug)]
+pub enum Bind {
+    Text(String),
+    Int(i64),
+}
+
+/// SQL text plus its binds, in placeholder order.
+pub struct Built {
+    pub sql: String,
+    pub binds: Vec<Bind>,
+}
+
+struct Builder {
+    dialect: Dialect,
+    binds: Vec<Bind>,
+}
+
+impl Builder {
+    /// Adds a bind and returns its placeholder.
+    fn bind(&mut self, b: Bind) -> String {
+        self.binds.push(b);
+        match self.dialect {
+            Dialect::Sqlite => "?".into(),
+            Dialect::Postgres => format!("${}", self.binds.len()),
+        }
+    }
+
+    fn text(&mut self, s: &str) -> String {
+        self.bind(Bind::Text(s.to_owned()))
+    }
+}
+
+pub const GROUP_COLUMNS: &str = "uid, parent_uid, name, description, verified, create_time, update_time";
+
+fn sort_column(f: SortField) -> &'static str {
+    match f {
+        SortField::Uid => "uid",
+        SortField::Name => "name",
+        SortField::CreateTime => "create_time",
+        SortField::UpdateTime => "update_time",
+    }
+}
+
+/// The WHERE conditions of a list query, excluding the cursor.
+fn filters(b: &mut Builder, q: &ListQuery) -> Vec<String> {
+    let mut w = Vec::new();
+    let f = &q.uidp;
+    if let Some(p) = &f.descendants_of {
+        // [P, P0) holds P itself and every uid below it: no other valid UIDP sorts
+        // between P and P + "/" (segments are fixed-length hex).
+        let (lo, hi) = (b.text(p.as_str()), b.text(&format!("{p}0")));
+        w.push(format!("uid >= {lo} AND uid < {hi}"));
+    }
+    if let Some(p) = &f.children_of {
+        let ph = b.text(p.as_str());
+        w.push(format!("parent_uid = {ph}"));
+    }
+    if let Some(x) = &f.ancestors_of {
+        let anc = x.ancestors();
+        if anc.is_empty() {
+            w.push("1 = 0".into());
+        } else {
+            let phs: Vec<String> = anc.iter().map(|a| b.text(a.as_str())).collect();
+            w.push(format!("uid IN ({})", phs.join(", ")));
+        }
+    }
+    if f.in_root {
+        w.push("parent_uid IS NULL".into());
+    }
+    if !f.ids.is_empty() {
+        let phs: Vec<String> = f.ids.iter().map(|a| b.text(a.as_str())).collect();
+        w.push(format!("uid IN ({})", phs.join(", ")));
+    }
+    if let Some(n) = &q.name {
+        let ph = b.text(n);
+        w.push(format!("name = {ph}"));
+    }
+    if let Some(scopes) = &q.visible {
+        if scopes.is_empty() {
+            w.push("1 = 0".into());
+        } else {
+            let ors: Vec<String> = scopes
+                .iter()
+                .map(|s| {
+                    let (lo, hi) = (b.text(s.as_str()), b.text(&format!("{s}0")));
+                    format!("(uid >= {lo} AND uid < {hi})")
+                })
+                .collect();
+            w.push(format!("({})", ors.join(" OR ")));
+        }
+    }
+    w
+}
+
+fn where_clause(w: &[String]) -> String {
+    if w.is_empty() { String::new() } else { format!(" WHERE {}", w.join(" AND ")) }
+}
+
+/// `SELECT COUNT(*)` of every match, across pages.
+pub fn count(dialect: Dialect, table: &str, q: &ListQuery) -> Built {
+    let mut b = Builder { dialect, binds: Vec::new() };
+    let w = filters(&mut b, q);
+    Built { sql: format!("SELECT COUNT(*) FROM {table}{}", where_clause(&w)), binds: b.binds }
+}
+
+/// One page (`page_size + 1` rows, to tell whether more follow), after the cursor.
+pub fn page(dialect: Dialect, table: &str, columns: &str, q: &ListQuery) -> Built {
+    let mut b = Builder { dialect, binds: Vec::new() };
+    let mut w = filters(&mut b, q);
+    let col = sort_column(q.order.field);
+    let (cmp, dir) = if q.order.desc { ("<", "DESC") } else { (">", "ASC") };
+    if let Some(c) = &q.after {
+        let key = match &c.key {
+            CursorKey::Text(s) => Bind::Text(s.clone()),
+            CursorKey::Millis(n) => Bind::Int(*n),
+        };
+        if q.order.field == SortField::Uid {
+            let u = b.text(&c.uid);
+            w.push(format!("uid {cmp} {u}"));
+        } else {
+            let (k, u) = (b.bind(key), b.text(&c.uid));
+            w.push(format!("({col}, uid) {cmp} ({k}, {u})"));
+        }
+    }
+    let order = if q.order.field == SortField::Uid {
+        format!("uid {dir}")
+    } else {
+        format!("{col} {dir}, uid {dir}")
+    };
+    let limit = b.bind(Bind::Int(i64::from(q.page_size) + 1));
+    let offset = b.bind(Bind::Int(i64::from(q.skip)));
+    Built {
+        sql: format!("SELECT {columns} FROM {table}{} ORDER BY {order} LIMIT {limit} OFFSET {offset}", where_clause(&w)),
+        binds: b.binds,
+    }
+}
+
+/// Binds `binds` in order onto a `query_as`.
+pub fn bind_all<'q, DB, O>(
+    mut q: sqlx::query::QueryAs<'q, DB, O, <DB as sqlx::Database>::Arguments<'q>>,
+    binds: Vec<Bind>,
+) -> sqlx::query::QueryAs<'q, DB, O, <DB as sqlx::Database>::Arguments<'q>>
+where
+    DB: sqlx::Database,
+    String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for b in binds {
+        q = match b {
+            Bind::Text(s) => q.bind(s),
+            Bind::Int(n) => q.bind(n),
+        };
+    }
+    q
+}
