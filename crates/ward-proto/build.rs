@@ -23,7 +23,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let beta_root = out.join("proto");
     for domain in VERSIONED {
         let src = root.join("chainguard/platform").join(domain).join("v2");
-        let dst = beta_root.join("chainguard/platform").join(domain).join("v2beta1");
+        let dst = beta_root
+            .join("chainguard/platform")
+            .join(domain)
+            .join("v2beta1");
         std::fs::create_dir_all(&dst)?;
         for entry in std::fs::read_dir(&src)? {
             let path = entry?.path();
@@ -33,7 +36,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let beta = text
                 .replace(&format!("package {from};"), &format!("package {to};"))
                 .replace(&format!("{from}."), &format!("{to}."))
-                .replace(&format!("chainguard/platform/{domain}/v2/"), &format!("chainguard/platform/{domain}/v2beta1/"));
+                .replace(
+                    &format!("chainguard/platform/{domain}/v2/"),
+                    &format!("chainguard/platform/{domain}/v2beta1/"),
+                );
             let target = dst.join(path.file_name().ok_or("file name")?);
             std::fs::write(&target, beta)?;
             protos.push(target);
@@ -51,7 +57,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("crate::chainguard::platform::{domain}::v2"),
         );
     }
-    let includes = [root.clone(), beta_root, protoc_bin_vendored::include_path()?];
+    let includes = [
+        root.clone(),
+        beta_root,
+        protoc_bin_vendored::include_path()?,
+    ];
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)

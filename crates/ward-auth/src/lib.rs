@@ -1,1 +1,302 @@
+//! Ward as its own token issuer.
+//!
+//! API tokens are EdDSA (Ed25519) JWTs with a `kid`, `iss` = the issuer URL,
+//! `sub` = the identity UIDP, `aud` = the API URL, and a one-hour lifetime.
+//! Signing keys live in the database so every replica signs and verifies with the
+//! same set; the newest key signs, and every stored key verifies (rotation keeps
+//! old public keys until their tokens have expired).
+//!
+//! Verification costs a signature check (tens of µs), so verified claims are
+//! cached by the SHA-256 of the token; expiry is re-checked against the injected
+//! clock on every hit, so a cached token still stops working on time.
 
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ed25519_dalek::SigningKey;
+use ed25519_dalek::pkcs8::EncodePrivateKey;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use ward_core::clock::Clock;
+use ward_core::{Error, Result};
+use ward_store::{SigningKeyRecord, Store};
+
+/// Lifetime of an API token.
+pub const TOKEN_LIFETIME_SECS: i64 = 3600;
+/// Tokens longer than this are rejected before any parsing.
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+const ALGORITHM: &str = "EdDSA";
+/// At most one reload of the key set per interval when an unknown `kid` shows
+/// up (a key another replica just added).
+const KEY_RELOAD_INTERVAL_MS: i64 = 10_000;
+
+/// The claims of a Ward API token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
+    pub iss: String,
+    pub sub: String,
+    pub aud: String,
+    pub iat: i64,
+    pub exp: i64,
+}
+
+struct Key {
+    kid: String,
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    /// Raw 32-byte Ed25519 public key.
+    public: Vec<u8>,
+}
+
+struct KeySet {
+    keys: Vec<Key>,
+    loaded_at_ms: i64,
+}
+
+/// Issues and verifies Ward API tokens.
+pub struct Tokens {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    issuer: String,
+    audience: String,
+    keys: RwLock<KeySet>,
+    verified: moka::sync::Cache<[u8; 32], Arc<Claims>>,
+}
+
+fn unauthenticated(msg: &str) -> Error {
+    Error::Unauthenticated(msg.to_owned())
+}
+
+fn key_from_record(r: &SigningKeyRecord) -> Result<Key> {
+    if r.algorithm != ALGORITHM {
+        return Err(Error::internal(format_args!(
+            "signing key {} has unsupported algorithm {}",
+            r.kid, r.algorithm
+        )));
+    }
+    let encoding = EncodingKey::from_ed_der(&r.private_key);
+    let decoding = DecodingKey::from_ed_components(&URL_SAFE_NO_PAD.encode(&r.public_key))
+        .map_err(|e| Error::internal(format_args!("signing key {}: {e}", r.kid)))?;
+    Ok(Key {
+        kid: r.kid.clone(),
+        encoding,
+        decoding,
+        public: r.public_key.clone(),
+    })
+}
+
+/// A new random Ed25519 signing key record.
+pub fn generate_key(now_ms: i64) -> Result<SigningKeyRecord> {
+    let signing = SigningKey::generate(&mut rand::rngs::OsRng);
+    let public = signing.verifying_key().to_bytes().to_vec();
+    let der = signing
+        .to_pkcs8_der()
+        .map_err(|e| Error::internal(format_args!("encode key: {e}")))?;
+    let kid = hex::encode(&Sha256::digest(&public)[..8]);
+    Ok(SigningKeyRecord {
+        kid,
+        algorithm: ALGORITHM.into(),
+        private_key: der.as_bytes().to_vec(),
+        public_key: public,
+        create_time: now_ms,
+    })
+}
+
+/// The token in an `Authorization` value: `Bearer <token>`, or the bare token
+/// (some gRPC clients send it as given).
+pub fn bearer(header: &str) -> Option<&str> {
+    let h = header.trim();
+    let token = match h.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+        Some(_) => return None,
+        None => h,
+    };
+    (!token.is_empty()).then_some(token)
+}
+
+impl Tokens {
+    /// Loads the signing keys, creating the first one on an empty database.
+    pub async fn load(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        issuer: String,
+        audience: String,
+    ) -> Result<Self> {
+        let mut records = store.signing_keys().await?;
+        if records.is_empty() {
+            store
+                .insert_signing_key(&generate_key(clock.now_millis())?)
+                .await?;
+            tracing::info!("created the first token signing key");
+            records = store.signing_keys().await?;
+        }
+        let keys = records
+            .iter()
+            .map(key_from_record)
+            .collect::<Result<Vec<_>>>()?;
+        let verified = moka::sync::Cache::builder()
+            .max_capacity(100_000)
+            .time_to_live(Duration::from_secs(TOKEN_LIFETIME_SECS as u64))
+            .build();
+        Ok(Self {
+            keys: RwLock::new(KeySet {
+                keys,
+                loaded_at_ms: clock.now_millis(),
+            }),
+            store,
+            clock,
+            issuer,
+            audience,
+            verified,
+        })
+    }
+
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    pub fn audience(&self) -> &str {
+        &self.audience
+    }
+
+    /// A fresh API token for `subject`, signed with the newest key.
+    pub fn mint(&self, subject: &str) -> Result<String> {
+        let now = self.clock.now_secs();
+        let claims = Claims {
+            iss: self.issuer.clone(),
+            sub: subject.to_owned(),
+            aud: self.audience.clone(),
+            iat: now,
+            exp: now + TOKEN_LIFETIME_SECS,
+        };
+        let keys = self.keys.read().expect("key lock");
+        let key = keys
+            .keys
+            .last()
+            .ok_or_else(|| Error::internal("no signing key"))?;
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(key.kid.clone());
+        jsonwebtoken::encode(&header, &claims, &key.encoding)
+            .map_err(|e| Error::internal(format_args!("sign: {e}")))
+    }
+
+    /// Verifies a token: signature by one of Ward's keys, issuer, audience and
+    /// expiry. Any failure is UNAUTHENTICATED.
+    pub async fn verify(&self, token: &str) -> Result<Arc<Claims>> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(unauthenticated("the token is too large"));
+        }
+        let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let claims = match self.verified.get(&hash) {
+            Some(c) => c,
+            None => {
+                let c = Arc::new(self.check_signature(token).await?);
+                self.verified.insert(hash, c.clone());
+                c
+            }
+        };
+        if self.clock.now_secs() >= claims.exp {
+            return Err(unauthenticated("the token has expired"));
+        }
+        Ok(claims)
+    }
+
+    async fn check_signature(&self, token: &str) -> Result<Claims> {
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| unauthenticated("the token is malformed"))?;
+        if header.alg != Algorithm::EdDSA {
+            return Err(unauthenticated("the token is not signed by this issuer"));
+        }
+        let kid = header
+            .kid
+            .ok_or_else(|| unauthenticated("the token is not signed by this issuer"))?;
+        if !self.has_kid(&kid) {
+            self.reload_keys().await?;
+        }
+        let mut validation = Validation::new(Algorithm::EdDSA);
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.audience]);
+        validation.set_required_spec_claims(&["iss", "sub", "aud", "exp"]);
+        // Expiry is checked against the injected clock by the caller.
+        validation.validate_exp = false;
+        let keys = self.keys.read().expect("key lock");
+        let key = keys
+            .keys
+            .iter()
+            .find(|k| k.kid == kid)
+            .ok_or_else(|| unauthenticated("the token is not signed by this issuer"))?;
+        jsonwebtoken::decode::<Claims>(token, &key.decoding, &validation)
+            .map(|d| d.claims)
+            .map_err(|e| {
+                use jsonwebtoken::errors::ErrorKind;
+                unauthenticated(match e.kind() {
+                    ErrorKind::InvalidAudience => "the token's audience is not this API",
+                    ErrorKind::InvalidIssuer => "the token's issuer is not this server",
+                    ErrorKind::InvalidSignature => "the token's signature is invalid",
+                    ErrorKind::MissingRequiredClaim(_) => "the token lacks a required claim",
+                    _ => "the token is malformed",
+                })
+            })
+    }
+
+    fn has_kid(&self, kid: &str) -> bool {
+        self.keys
+            .read()
+            .expect("key lock")
+            .keys
+            .iter()
+            .any(|k| k.kid == kid)
+    }
+
+    /// Re-reads the key set from the database, at most once per interval.
+    async fn reload_keys(&self) -> Result<()> {
+        let now = self.clock.now_millis();
+        if now - self.keys.read().expect("key lock").loaded_at_ms < KEY_RELOAD_INTERVAL_MS {
+            return Ok(());
+        }
+        let records = self.store.signing_keys().await?;
+        let keys = records
+            .iter()
+            .map(key_from_record)
+            .collect::<Result<Vec<_>>>()?;
+        *self.keys.write().expect("key lock") = KeySet {
+            keys,
+            loaded_at_ms: now,
+        };
+        Ok(())
+    }
+
+    /// The public keys, as a JWK Set.
+    pub fn jwks(&self) -> serde_json::Value {
+        let keys = self.keys.read().expect("key lock");
+        let jwks: Vec<_> = keys
+            .keys
+            .iter()
+            .map(|k| {
+                serde_json::json!({
+                    "kty": "OKP", "crv": "Ed25519", "alg": ALGORITHM, "use": "sig",
+                    "kid": k.kid, "x": URL_SAFE_NO_PAD.encode(&k.public),
+                })
+            })
+            .collect();
+        serde_json::json!({ "keys": jwks })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_forms() {
+        assert_eq!(bearer("Bearer abc"), Some("abc"));
+        assert_eq!(bearer("bearer  abc "), Some("abc"));
+        assert_eq!(bearer("abc"), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer "), None);
+        assert_eq!(bearer(""), None);
+    }
+}

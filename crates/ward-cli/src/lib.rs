@@ -1,1 +1,70 @@
+//! The `ward` command-line client.
+//!
+//! Talks REST/JSON to a Ward server and decodes responses into the same proto
+//! types the server uses. Output is a table for people or JSON (`-o json`) for
+//! scripts; errors print the server's message and exit non-zero.
 
+pub mod client;
+pub mod groups;
+mod output;
+
+pub use client::Client;
+
+/// Connection options shared by every client command.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Connection {
+    /// The Ward API URL.
+    #[arg(
+        long,
+        global = true,
+        env = "WARD_API",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub api: String,
+
+    /// Read the API token from this file instead of WARD_TOKEN.
+    #[arg(long, global = true, env = "WARD_TOKEN_FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+impl Connection {
+    /// A client for the configured API with the configured token.
+    pub fn client(&self) -> anyhow::Result<Client> {
+        let token = match &self.token_file {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("reading token file {}: {e}", path.display()))?
+                .trim()
+                .to_owned(),
+            None => std::env::var("WARD_TOKEN").map_err(|_| {
+                anyhow::anyhow!("no token: set WARD_TOKEN or pass --token-file (the server writes <data-dir>/admin.token)")
+            })?,
+        };
+        Client::new(&self.api, token)
+    }
+}
+
+/// `ward iam …`
+#[derive(Debug, clap::Subcommand)]
+pub enum IamCommand {
+    /// Organizations and the groups beneath them.
+    #[command(subcommand)]
+    Groups(groups::GroupsCommand),
+}
+
+/// Runs an `ward iam` command.
+pub async fn run_iam(conn: &Connection, cmd: IamCommand) -> anyhow::Result<()> {
+    let client = conn.client()?;
+    match cmd {
+        IamCommand::Groups(c) => groups::run(&client, conn.output, c).await,
+    }
+}

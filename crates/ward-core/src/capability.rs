@@ -12,8 +12,12 @@ pub enum Capability {
 }
 
 impl Capability {
-    pub const ALL: &'static [Capability] =
-        &[Capability::IamGroupsCreate, Capability::IamGroupsUpdate, Capability::IamGroupsList, Capability::IamGroupsDelete];
+    pub const ALL: &'static [Capability] = &[
+        Capability::IamGroupsCreate,
+        Capability::IamGroupsUpdate,
+        Capability::IamGroupsList,
+        Capability::IamGroupsDelete,
+    ];
 
     /// The enum value name used in v2 JSON (`CAP_IAM_GROUPS_LIST`).
     pub fn enum_name(self) -> &'static str {

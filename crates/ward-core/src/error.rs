@@ -83,8 +83,14 @@ pub enum Error {
     /// One violation per failing field (BadRequest).
     InvalidArgument(Vec<FieldViolation>),
     /// The resource does not exist, or the caller may not see it (ResourceInfo).
-    NotFound { resource_type: &'static str, name: String },
-    AlreadyExists { resource_type: &'static str, name: String },
+    NotFound {
+        resource_type: &'static str,
+        name: String,
+    },
+    AlreadyExists {
+        resource_type: &'static str,
+        name: String,
+    },
     /// PreconditionFailure violations.
     FailedPrecondition(Vec<PreconditionViolation>),
     PermissionDenied(String),
@@ -100,11 +106,17 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// A single-field INVALID_ARGUMENT.
     pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
-        Error::InvalidArgument(vec![FieldViolation { field: field.into(), description: description.into() }])
+        Error::InvalidArgument(vec![FieldViolation {
+            field: field.into(),
+            description: description.into(),
+        }])
     }
 
     pub fn not_found(resource_type: &'static str, name: impl Into<String>) -> Self {
-        Error::NotFound { resource_type, name: name.into() }
+        Error::NotFound {
+            resource_type,
+            name: name.into(),
+        }
     }
 
     /// A RESOURCE_NOT_EMPTY precondition failure.
@@ -137,14 +149,26 @@ impl Error {
     /// The client-facing message: `"<Code phrase>: <detail>"`.
     pub fn message(&self) -> String {
         let detail = match self {
-            Error::InvalidArgument(v) => {
-                v.iter().map(|f| format!("{}: {}", f.field, f.description)).collect::<Vec<_>>().join("; ")
-            }
-            Error::NotFound { resource_type, name } => format!("{} \"{name}\" not found", short_type(resource_type)),
-            Error::AlreadyExists { resource_type, name } => {
+            Error::InvalidArgument(v) => v
+                .iter()
+                .map(|f| format!("{}: {}", f.field, f.description))
+                .collect::<Vec<_>>()
+                .join("; "),
+            Error::NotFound {
+                resource_type,
+                name,
+            } => format!("{} \"{name}\" not found", short_type(resource_type)),
+            Error::AlreadyExists {
+                resource_type,
+                name,
+            } => {
                 format!("{} \"{name}\" already exists", short_type(resource_type))
             }
-            Error::FailedPrecondition(v) => v.iter().map(|p| p.description.as_str()).collect::<Vec<_>>().join("; "),
+            Error::FailedPrecondition(v) => v
+                .iter()
+                .map(|p| p.description.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
             Error::PermissionDenied(m)
             | Error::Unauthenticated(m)
             | Error::ResourceExhausted(m)
@@ -178,12 +202,21 @@ mod tests {
     #[test]
     fn messages_follow_aip193_examples() {
         let e = Error::invalid("name", "name must match \"^[a-z0-9 ._-]{1,}$\"");
-        assert_eq!(e.message(), "Invalid argument: name: name must match \"^[a-z0-9 ._-]{1,}$\"");
+        assert_eq!(
+            e.message(),
+            "Invalid argument: name: name must match \"^[a-z0-9 ._-]{1,}$\""
+        );
         let e = Error::not_empty("g", "cannot delete group with child groups");
-        assert_eq!(e.message(), "Precondition failed: cannot delete group with child groups");
+        assert_eq!(
+            e.message(),
+            "Precondition failed: cannot delete group with child groups"
+        );
         assert_eq!(e.code().http_status(), 400);
         let e = Error::not_found("iam.chainguard.dev/Group", "abc");
         assert_eq!(e.message(), "Not found: group \"abc\" not found");
-        assert_eq!(Error::internal("db down").message(), "Internal error: the server could not complete the request");
+        assert_eq!(
+            Error::internal("db down").message(),
+            "Internal error: the server could not complete the request"
+        );
     }
 }

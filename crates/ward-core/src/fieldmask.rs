@@ -97,7 +97,10 @@ impl FieldMask {
 mod tests {
     use super::*;
 
-    const GROUP: Updatable = Updatable { mutable: &["name", "description"], output_only: &["uid", "create_time"] };
+    const GROUP: Updatable = Updatable {
+        mutable: &["name", "description"],
+        output_only: &["uid", "create_time"],
+    };
 
     #[test]
     fn masks() {

@@ -12,7 +12,10 @@ pub const MAX_PAGE_SIZE: u32 = 200;
 /// negative is an error.
 pub fn page_size(raw: i32) -> Result<u32> {
     match raw {
-        n if n < 0 => Err(Error::invalid("page_size", "page_size must not be negative")),
+        n if n < 0 => Err(Error::invalid(
+            "page_size",
+            "page_size must not be negative",
+        )),
         0 => Ok(DEFAULT_PAGE_SIZE),
         n => Ok((n as u32).min(MAX_PAGE_SIZE)),
     }
@@ -59,7 +62,10 @@ pub struct OrderBy {
 
 impl Default for OrderBy {
     fn default() -> Self {
-        OrderBy { field: SortField::Uid, desc: false }
+        OrderBy {
+            field: SortField::Uid,
+            desc: false,
+        }
     }
 }
 
@@ -67,7 +73,9 @@ impl OrderBy {
     /// Parses `"field"`, `"field asc"` or `"field desc"`; empty means `uid asc`.
     pub fn parse(raw: &str) -> Result<Self> {
         let mut words = raw.split_whitespace();
-        let Some(first) = words.next() else { return Ok(Self::default()) };
+        let Some(first) = words.next() else {
+            return Ok(Self::default());
+        };
         let bad = || {
             Error::invalid(
                 "order_by",
@@ -171,13 +179,45 @@ mod tests {
     #[test]
     fn order_by_forms() {
         assert_eq!(OrderBy::parse("").unwrap(), OrderBy::default());
-        assert_eq!(OrderBy::parse("name").unwrap(), OrderBy { field: SortField::Name, desc: false });
-        assert_eq!(OrderBy::parse("name desc").unwrap(), OrderBy { field: SortField::Name, desc: true });
-        assert_eq!(OrderBy::parse("created_at DESC").unwrap(), OrderBy { field: SortField::CreateTime, desc: true });
-        assert_eq!(OrderBy::parse("update_time asc").unwrap(), OrderBy { field: SortField::UpdateTime, desc: false });
-        for bad in ["description", "name sideways", "name desc extra", "name,uid"] {
+        assert_eq!(
+            OrderBy::parse("name").unwrap(),
+            OrderBy {
+                field: SortField::Name,
+                desc: false
+            }
+        );
+        assert_eq!(
+            OrderBy::parse("name desc").unwrap(),
+            OrderBy {
+                field: SortField::Name,
+                desc: true
+            }
+        );
+        assert_eq!(
+            OrderBy::parse("created_at DESC").unwrap(),
+            OrderBy {
+                field: SortField::CreateTime,
+                desc: true
+            }
+        );
+        assert_eq!(
+            OrderBy::parse("update_time asc").unwrap(),
+            OrderBy {
+                field: SortField::UpdateTime,
+                desc: false
+            }
+        );
+        for bad in [
+            "description",
+            "name sideways",
+            "name desc extra",
+            "name,uid",
+        ] {
             let e = OrderBy::parse(bad).unwrap_err();
-            assert!(matches!(&e, Error::InvalidArgument(v) if v[0].field == "order_by"), "{bad}: {e:?}");
+            assert!(
+                matches!(&e, Error::InvalidArgument(v) if v[0].field == "order_by"),
+                "{bad}: {e:?}"
+            );
         }
     }
 

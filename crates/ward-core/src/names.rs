@@ -12,7 +12,8 @@ pub const NAME_MAX_LEN: usize = 63;
 pub const DESCRIPTION_PATTERN: &str = r"^[\S ]{0,512}$";
 
 static NAME_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(NAME_PATTERN).expect("valid regex"));
-static DESCRIPTION_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(DESCRIPTION_PATTERN).expect("valid regex"));
+static DESCRIPTION_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(DESCRIPTION_PATTERN).expect("valid regex"));
 
 /// Checks a resource name, pushing a violation for `field` if it fails.
 pub fn check_name(field: &str, name: &str, out: &mut Vec<FieldViolation>) {
@@ -23,7 +24,10 @@ pub fn check_name(field: &str, name: &str, out: &mut Vec<FieldViolation>) {
     } else {
         return;
     };
-    out.push(FieldViolation { field: field.into(), description });
+    out.push(FieldViolation {
+        field: field.into(),
+        description,
+    });
 }
 
 /// Checks a description: printable characters and spaces, at most 512.

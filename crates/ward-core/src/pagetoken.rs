@@ -45,7 +45,10 @@ impl std::fmt::Debug for PageTokens {
 }
 
 fn invalid() -> Error {
-    Error::invalid("page_token", "page_token is not a valid page token for this query")
+    Error::invalid(
+        "page_token",
+        "page_token is not a valid page token for this query",
+    )
 }
 
 fn query_hash(fingerprint: &str) -> String {
@@ -58,7 +61,8 @@ impl PageTokens {
     }
 
     fn mac(&self, data: &[u8]) -> [u8; MAC_LEN] {
-        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC accepts any key length");
+        let mut m =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC accepts any key length");
         m.update(data);
         let full = m.finalize().into_bytes();
         let mut out = [0u8; MAC_LEN];
@@ -68,8 +72,12 @@ impl PageTokens {
 
     /// A token continuing after `cursor` in the query with this fingerprint.
     pub fn issue(&self, fingerprint: &str, cursor: &Cursor, now_ms: i64) -> String {
-        let payload = serde_json::to_vec(&Payload { q: query_hash(fingerprint), c: cursor.clone(), t: now_ms })
-            .expect("payload serializes");
+        let payload = serde_json::to_vec(&Payload {
+            q: query_hash(fingerprint),
+            c: cursor.clone(),
+            t: now_ms,
+        })
+        .expect("payload serializes");
         let mut bytes = payload.clone();
         bytes.extend_from_slice(&self.mac(&payload));
         URL_SAFE_NO_PAD.encode(bytes)
@@ -80,12 +88,15 @@ impl PageTokens {
         if token.len() > MAX_TOKEN_LEN {
             return Err(invalid());
         }
-        let bytes = URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).map_err(|_| invalid())?;
+        let bytes = URL_SAFE_NO_PAD
+            .decode(token.trim_end_matches('='))
+            .map_err(|_| invalid())?;
         if bytes.len() <= MAC_LEN {
             return Err(invalid());
         }
         let (payload, mac) = bytes.split_at(bytes.len() - MAC_LEN);
-        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC accepts any key length");
+        let mut m =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC accepts any key length");
         m.update(payload);
         // Constant-time check of the truncated tag.
         m.verify_truncated_left(mac).map_err(|_| invalid())?;
@@ -109,7 +120,10 @@ mod tests {
     use crate::listing::CursorKey;
 
     fn cursor() -> Cursor {
-        Cursor { key: CursorKey::Text("eng".into()), uid: "u".into() }
+        Cursor {
+            key: CursorKey::Text("eng".into()),
+            uid: "u".into(),
+        }
     }
 
     #[test]
@@ -120,7 +134,11 @@ mod tests {
         // Another query.
         assert!(t.open(&tok, "q2", 2000).is_err());
         // Another key (another deployment).
-        assert!(PageTokens::new(b"other".to_vec()).open(&tok, "q1", 2000).is_err());
+        assert!(
+            PageTokens::new(b"other".to_vec())
+                .open(&tok, "q1", 2000)
+                .is_err()
+        );
         // Tampered: flip one character.
         let mut chars: Vec<char> = tok.chars().collect();
         chars[3] = if chars[3] == 'A' { 'B' } else { 'A' };
@@ -129,6 +147,9 @@ mod tests {
         assert!(t.open("not base64 !", "q1", 2000).is_err());
         assert!(t.open("", "q1", 2000).is_err());
         // Expired: restart, no error.
-        assert_eq!(t.open(&tok, "q1", 1000 + TOKEN_LIFETIME_MS + 1).unwrap(), None);
+        assert_eq!(
+            t.open(&tok, "q1", 1000 + TOKEN_LIFETIME_MS + 1).unwrap(),
+            None
+        );
     }
 }

@@ -15,7 +15,9 @@ use crate::error::Error;
 pub struct Uidp(String);
 
 fn is_hex(s: &str, len: usize) -> bool {
-    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == len
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 impl Uidp {
@@ -24,7 +26,10 @@ impl Uidp {
         if Self::is_valid(s) {
             Ok(Self(s.to_owned()))
         } else {
-            Err(Error::invalid(field, format!("{field} must be a UIDP (^[0-9a-f]{{40}}(?:/[0-9a-f]{{16}})*$)")))
+            Err(Error::invalid(
+                field,
+                format!("{field} must be a UIDP (^[0-9a-f]{{40}}(?:/[0-9a-f]{{16}})*$)"),
+            ))
         }
     }
 
@@ -63,7 +68,10 @@ impl Uidp {
 
     /// Strict ancestors, nearest last (root first).
     pub fn ancestors(&self) -> Vec<Self> {
-        self.0.match_indices('/').map(|(i, _)| Self(self.0[..i].to_owned())).collect()
+        self.0
+            .match_indices('/')
+            .map(|(i, _)| Self(self.0[..i].to_owned()))
+            .collect()
     }
 
     /// `self` and its ancestors: the scopes at which a binding can cover `self`.
@@ -75,7 +83,8 @@ impl Uidp {
 
     /// Whether `self` is `other` or lies below it.
     pub fn is_self_or_descendant_of(&self, other: &Uidp) -> bool {
-        self.0 == other.0 || (self.0.starts_with(&other.0) && self.0.as_bytes()[other.0.len()] == b'/')
+        self.0 == other.0
+            || (self.0.starts_with(&other.0) && self.0.as_bytes()[other.0.len()] == b'/')
     }
 
     /// The half-open key range holding exactly the strict descendants of `self`.

@@ -19,7 +19,10 @@ pub struct Timestamp {
 impl Timestamp {
     /// A timestamp from milliseconds since the Unix epoch (Ward stores milliseconds).
     pub fn from_millis(ms: i64) -> Self {
-        Self { seconds: ms.div_euclid(1000), nanos: (ms.rem_euclid(1000) * 1_000_000) as i32 }
+        Self {
+            seconds: ms.div_euclid(1000),
+            nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
+        }
     }
 
     /// Milliseconds since the Unix epoch, truncating below a millisecond.
@@ -34,7 +37,9 @@ impl Timestamp {
 
 impl serde::Serialize for Timestamp {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let dt = self.to_datetime().ok_or_else(|| serde::ser::Error::custom("timestamp out of range"))?;
+        let dt = self
+            .to_datetime()
+            .ok_or_else(|| serde::ser::Error::custom("timestamp out of range"))?;
         s.serialize_str(&dt.to_rfc3339_opts(SecondsFormat::Millis, true))
     }
 }
@@ -43,7 +48,10 @@ impl<'de> serde::Deserialize<'de> for Timestamp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         let dt = DateTime::parse_from_rfc3339(&s).map_err(D::Error::custom)?;
-        Ok(Self { seconds: dt.timestamp(), nanos: dt.timestamp_subsec_nanos() as i32 })
+        Ok(Self {
+            seconds: dt.timestamp(),
+            nanos: dt.timestamp_subsec_nanos() as i32,
+        })
     }
 }
 
@@ -54,9 +62,15 @@ mod tests {
     #[test]
     fn json_has_exactly_three_fraction_digits() {
         let t = Timestamp::from_millis(1_774_619_700_000);
-        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-03-27T13:55:00.000Z\"");
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            "\"2026-03-27T13:55:00.000Z\""
+        );
         let t = Timestamp::from_millis(1_774_619_700_423);
-        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-03-27T13:55:00.423Z\"");
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            "\"2026-03-27T13:55:00.423Z\""
+        );
         let back: Timestamp = serde_json::from_str("\"2026-03-27T13:55:00.423Z\"").unwrap();
         assert_eq!(back.to_millis(), 1_774_619_700_423);
     }

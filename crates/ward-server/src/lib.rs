@@ -1,1 +1,192 @@
+//! `ward server`: REST/JSON and gRPC on one port over one service layer.
+//!
+//! ```text
+//!  request ──► transport ──► service ──► store
+//!             (rest/, grpc/)  (services/, authz)  (ward-store)
+//! ```
 
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use ward_core::clock::{Clock, SystemClock};
+
+pub mod authz;
+pub mod config;
+mod grpc;
+pub mod rest;
+pub mod services;
+pub mod status;
+pub mod ward;
+
+pub use config::ServerConfig;
+pub use ward::Ward;
+
+/// The path part of the issuer URL ("" when it has none), where discovery lives.
+fn issuer_path(issuer: &str) -> String {
+    let after_scheme = issuer.split_once("://").map_or(issuer, |(_, rest)| rest);
+    after_scheme
+        .find('/')
+        .map(|i| after_scheme[i..].trim_end_matches('/').to_owned())
+        .unwrap_or_default()
+}
+
+/// The whole HTTP surface: REST routes, gRPC services, request tracing.
+pub fn router(ward: Arc<Ward>) -> axum::Router {
+    let rest = rest::router(ward.clone(), &issuer_path(ward.tokens.issuer()));
+    grpc::add_services(rest, ward).layer(tower_http::trace::TraceLayer::new_for_http())
+}
+
+/// Opens the store and bootstraps the service state for `config`, given the
+/// address the server is bound to (for the default URLs).
+pub async fn open(
+    config: &ServerConfig,
+    bound: SocketAddr,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<Arc<Ward>> {
+    let store = ward_store::open(&config.database_url())
+        .await
+        .context("opening the database")?;
+    let (issuer, api) = config.urls(bound);
+    Ok(Arc::new(
+        Ward::bootstrap(store, clock, issuer, api)
+            .await
+            .context("bootstrapping")?,
+    ))
+}
+
+/// Writes the admin token file (mode 0600) and returns its path.
+fn write_admin_token(config: &ServerConfig, token: &str) -> anyhow::Result<std::path::PathBuf> {
+    use std::io::Write as _;
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let path = config.data_dir.join("admin.token");
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    opts.mode(0o600);
+    let mut f = opts
+        .open(&path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(token.as_bytes())?;
+    f.sync_all()?;
+    Ok(path)
+}
+
+/// A server running in this process (tests, and `ward server` itself).
+pub struct Running {
+    pub addr: SocketAddr,
+    pub ward: Arc<Ward>,
+    shutdown: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Graceful shutdown: stop accepting, let in-flight requests finish.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.shutdown.send(());
+        self.task.await??;
+        Ok(())
+    }
+
+    /// Waits until the server stops by itself (after `shutdown` resolves).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.task.await??;
+        Ok(())
+    }
+}
+
+/// Binds, bootstraps and starts serving; returns once the server accepts requests.
+/// The server shuts down gracefully when `shutdown` resolves or on [`Running::stop`].
+pub async fn start(
+    config: &ServerConfig,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<Running> {
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let ward = open(config, addr, clock).await?;
+    let token = ward.admin_token()?;
+    let path = write_admin_token(config, &token)?;
+    tracing::info!(path = %path.display(), "wrote the server admin token");
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let app = router(ward.clone());
+    let task = tokio::spawn(async move {
+        let stop = async move {
+            tokio::select! {
+                _ = shutdown => {}
+                _ = rx => {}
+            }
+        };
+        axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await
+    });
+    Ok(Running {
+        addr,
+        ward,
+        shutdown: tx,
+        task,
+    })
+}
+
+/// `ward server`: serve until SIGTERM or SIGINT, then drain and exit.
+pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
+    let running = start(&config, Arc::new(SystemClock), shutdown_signal()).await?;
+    let api = format!("http://{}", running.addr);
+    println!("ward listening on {api}");
+    if config.dev {
+        let token = running.ward.admin_token()?;
+        println!("# Development mode. To use this server from a shell:");
+        println!("export WARD_API={api}");
+        println!("export WARD_TOKEN={token}");
+    }
+    running.wait().await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// `ward admin token`: a fresh admin token straight from the database.
+pub async fn admin_token(config: &ServerConfig) -> anyhow::Result<String> {
+    let ward = open(config, config.listen, Arc::new(SystemClock)).await?;
+    Ok(ward.admin_token()?)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+    tracing::info!("shutdown signal received; draining");
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn issuer_paths() {
+        assert_eq!(super::issuer_path("http://127.0.0.1:8080"), "");
+        assert_eq!(
+            super::issuer_path("https://auth.example.com/ward/"),
+            "/ward"
+        );
+    }
+}

@@ -83,8 +83,14 @@ pub trait Store: Send + Sync + 'static {
     async fn get_group(&self, uid: &Uidp) -> Result<Option<GroupRecord>>;
     /// Sets the given fields and `update_time` in one statement (so concurrent
     /// updates of different fields never undo each other) and returns the result.
-    /// NOT_FOUND if the group is gone.
-    async fn update_group(&self, uid: &Uidp, patch: &GroupPatch, now_ms: i64) -> Result<GroupRecord>;
+    /// `update_time` always moves forward (by 1 ms if the clock has not). NOT_FOUND
+    /// if the group is gone.
+    async fn update_group(
+        &self,
+        uid: &Uidp,
+        patch: &GroupPatch,
+        now_ms: i64,
+    ) -> Result<GroupRecord>;
     /// Deletes a group. NOT_FOUND if absent; FAILED_PRECONDITION
     /// (RESOURCE_NOT_EMPTY) while it has children.
     async fn delete_group(&self, uid: &Uidp) -> Result<()>;
@@ -98,7 +104,9 @@ pub async fn open(database: &str) -> Result<Arc<dyn Store>> {
         Ok(Arc::new(postgres::PostgresStore::connect(database).await?))
     } else {
         let path = database.strip_prefix("sqlite://").unwrap_or(database);
-        Ok(Arc::new(sqlite::SqliteStore::open(std::path::Path::new(path)).await?))
+        Ok(Arc::new(
+            sqlite::SqliteStore::open(std::path::Path::new(path)).await?,
+        ))
     }
 }
 
@@ -136,5 +144,9 @@ pub(crate) fn page_of(
         }),
         _ => None,
     };
-    Page { items: rows, next, total_count }
+    Page {
+        items: rows,
+        next,
+        total_count,
+    }
 }

@@ -14,7 +14,9 @@ use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
 use crate::sql::{self, Dialect, GROUP_COLUMNS};
-use crate::{GROUP_TYPE, GroupPatch, GroupRecord, SigningKeyRecord, Store, db_err, has_children, page_of};
+use crate::{
+    GROUP_TYPE, GroupPatch, GroupRecord, SigningKeyRecord, Store, db_err, has_children, page_of,
+};
 
 pub struct PostgresStore {
     pool: PgPool,
@@ -41,17 +43,22 @@ impl PostgresStore {
 #[async_trait]
 impl Store for PostgresStore {
     async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(|e| db_err("ping", e))?;
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(|e| db_err("ping", e))?;
         Ok(())
     }
 
     async fn setting_or_init(&self, name: &str, init: Vec<u8>) -> Result<Vec<u8>> {
-        sqlx::query("INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING")
-            .bind(name)
-            .bind(init)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| db_err("init setting", e))?;
+        sqlx::query(
+            "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(init)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| db_err("init setting", e))?;
         let (v,): (Vec<u8>,) = sqlx::query_as("SELECT value FROM settings WHERE name = $1")
             .bind(name)
             .fetch_one(&self.pool)
@@ -85,11 +92,12 @@ impl Store for PostgresStore {
     async fn create_group(&self, g: &GroupRecord) -> Result<()> {
         let mut tx = self.pool.begin().await.map_err(|e| db_err("begin", e))?;
         if let Some(parent) = &g.parent_uid {
-            let found: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM groups WHERE uid = $1 FOR SHARE")
-                .bind(parent)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| db_err("lock parent", e))?;
+            let found: Option<(i32,)> =
+                sqlx::query_as("SELECT 1 FROM groups WHERE uid = $1 FOR SHARE")
+                    .bind(parent)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(|e| db_err("lock parent", e))?;
             if found.is_none() {
                 return Err(Error::not_found(GROUP_TYPE, parent.clone()));
             }
@@ -112,16 +120,24 @@ impl Store for PostgresStore {
     }
 
     async fn get_group(&self, uid: &Uidp) -> Result<Option<GroupRecord>> {
-        sqlx::query_as(&format!("SELECT {GROUP_COLUMNS} FROM groups WHERE uid = $1"))
-            .bind(uid.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| db_err("get group", e))
+        sqlx::query_as(&format!(
+            "SELECT {GROUP_COLUMNS} FROM groups WHERE uid = $1"
+        ))
+        .bind(uid.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| db_err("get group", e))
     }
 
-    async fn update_group(&self, uid: &Uidp, patch: &GroupPatch, now_ms: i64) -> Result<GroupRecord> {
+    async fn update_group(
+        &self,
+        uid: &Uidp,
+        patch: &GroupPatch,
+        now_ms: i64,
+    ) -> Result<GroupRecord> {
         let row: Option<GroupRecord> = sqlx::query_as(&format!(
-            "UPDATE groups SET name = COALESCE($1, name), description = COALESCE($2, description), update_time = $3 \
+            "UPDATE groups SET name = COALESCE($1, name), description = COALESCE($2, description), \
+             update_time = CASE WHEN $3 > update_time THEN $3 ELSE update_time + 1 END \
              WHERE uid = $4 RETURNING {GROUP_COLUMNS}"
         ))
         .bind(&patch.name)
@@ -136,19 +152,21 @@ impl Store for PostgresStore {
 
     async fn delete_group(&self, uid: &Uidp) -> Result<()> {
         let mut tx = self.pool.begin().await.map_err(|e| db_err("begin", e))?;
-        let found: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM groups WHERE uid = $1 FOR UPDATE")
-            .bind(uid.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| db_err("lock group", e))?;
+        let found: Option<(i32,)> =
+            sqlx::query_as("SELECT 1 FROM groups WHERE uid = $1 FOR UPDATE")
+                .bind(uid.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| db_err("lock group", e))?;
         if found.is_none() {
             return Err(Error::not_found(GROUP_TYPE, uid.as_str()));
         }
-        let child: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM groups WHERE parent_uid = $1 LIMIT 1")
-            .bind(uid.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| db_err("find children", e))?;
+        let child: Option<(i32,)> =
+            sqlx::query_as("SELECT 1 FROM groups WHERE parent_uid = $1 LIMIT 1")
+                .bind(uid.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| db_err("find children", e))?;
         if child.is_some() {
             return Err(has_children(uid));
         }

@@ -43,7 +43,8 @@ impl Builder {
     }
 }
 
-pub const GROUP_COLUMNS: &str = "uid, parent_uid, name, description, verified, create_time, update_time";
+pub const GROUP_COLUMNS: &str =
+    "uid, parent_uid, name, description, verified, create_time, update_time";
 
 fn sort_column(f: SortField) -> &'static str {
     match f {
@@ -106,22 +107,39 @@ fn filters(b: &mut Builder, q: &ListQuery) -> Vec<String> {
 }
 
 fn where_clause(w: &[String]) -> String {
-    if w.is_empty() { String::new() } else { format!(" WHERE {}", w.join(" AND ")) }
+    if w.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", w.join(" AND "))
+    }
 }
 
 /// `SELECT COUNT(*)` of every match, across pages.
 pub fn count(dialect: Dialect, table: &str, q: &ListQuery) -> Built {
-    let mut b = Builder { dialect, binds: Vec::new() };
+    let mut b = Builder {
+        dialect,
+        binds: Vec::new(),
+    };
     let w = filters(&mut b, q);
-    Built { sql: format!("SELECT COUNT(*) FROM {table}{}", where_clause(&w)), binds: b.binds }
+    Built {
+        sql: format!("SELECT COUNT(*) FROM {table}{}", where_clause(&w)),
+        binds: b.binds,
+    }
 }
 
 /// One page (`page_size + 1` rows, to tell whether more follow), after the cursor.
 pub fn page(dialect: Dialect, table: &str, columns: &str, q: &ListQuery) -> Built {
-    let mut b = Builder { dialect, binds: Vec::new() };
+    let mut b = Builder {
+        dialect,
+        binds: Vec::new(),
+    };
     let mut w = filters(&mut b, q);
     let col = sort_column(q.order.field);
-    let (cmp, dir) = if q.order.desc { ("<", "DESC") } else { (">", "ASC") };
+    let (cmp, dir) = if q.order.desc {
+        ("<", "DESC")
+    } else {
+        (">", "ASC")
+    };
     if let Some(c) = &q.after {
         let key = match &c.key {
             CursorKey::Text(s) => Bind::Text(s.clone()),
@@ -143,7 +161,10 @@ pub fn page(dialect: Dialect, table: &str, columns: &str, q: &ListQuery) -> Buil
     let limit = b.bind(Bind::Int(i64::from(q.page_size) + 1));
     let offset = b.bind(Bind::Int(i64::from(q.skip)));
     Built {
-        sql: format!("SELECT {columns} FROM {table}{} ORDER BY {order} LIMIT {limit} OFFSET {offset}", where_clause(&w)),
+        sql: format!(
+            "SELECT {columns} FROM {table}{} ORDER BY {order} LIMIT {limit} OFFSET {offset}",
+            where_clause(&w)
+        ),
         binds: b.binds,
     }
 }

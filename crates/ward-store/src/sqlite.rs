@@ -9,13 +9,17 @@ use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
 use crate::sql::{self, Dialect, GROUP_COLUMNS};
-use crate::{GROUP_TYPE, GroupPatch, GroupRecord, SigningKeyRecord, Store, db_err, has_children, page_of};
+use crate::{
+    GROUP_TYPE, GroupPatch, GroupRecord, SigningKeyRecord, Store, db_err, has_children, page_of,
+};
 
 pub struct SqliteStore {
     writer: SqlitePool,
@@ -26,7 +30,8 @@ impl SqliteStore {
     /// Opens (creating if needed) the database file and runs migrations.
     pub async fn open(path: &Path) -> Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| Error::internal(format_args!("create {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::internal(format_args!("create {}: {e}", dir.display())))?;
         }
         let opts = SqliteConnectOptions::new()
             .filename(path)
@@ -58,17 +63,22 @@ impl SqliteStore {
 #[async_trait]
 impl Store for SqliteStore {
     async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.reader).await.map_err(|e| db_err("ping", e))?;
+        sqlx::query("SELECT 1")
+            .execute(&self.reader)
+            .await
+            .map_err(|e| db_err("ping", e))?;
         Ok(())
     }
 
     async fn setting_or_init(&self, name: &str, init: Vec<u8>) -> Result<Vec<u8>> {
-        sqlx::query("INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING")
-            .bind(name)
-            .bind(init)
-            .execute(&self.writer)
-            .await
-            .map_err(|e| db_err("init setting", e))?;
+        sqlx::query(
+            "INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(init)
+        .execute(&self.writer)
+        .await
+        .map_err(|e| db_err("init setting", e))?;
         let (v,): (Vec<u8>,) = sqlx::query_as("SELECT value FROM settings WHERE name = ?")
             .bind(name)
             .fetch_one(&self.writer)
@@ -134,13 +144,20 @@ impl Store for SqliteStore {
             .map_err(|e| db_err("get group", e))
     }
 
-    async fn update_group(&self, uid: &Uidp, patch: &GroupPatch, now_ms: i64) -> Result<GroupRecord> {
+    async fn update_group(
+        &self,
+        uid: &Uidp,
+        patch: &GroupPatch,
+        now_ms: i64,
+    ) -> Result<GroupRecord> {
         let row: Option<GroupRecord> = sqlx::query_as(&format!(
-            "UPDATE groups SET name = COALESCE(?, name), description = COALESCE(?, description), update_time = ? \
+            "UPDATE groups SET name = COALESCE(?, name), description = COALESCE(?, description), \
+             update_time = CASE WHEN ? > update_time THEN ? ELSE update_time + 1 END \
              WHERE uid = ? RETURNING {GROUP_COLUMNS}"
         ))
         .bind(&patch.name)
         .bind(&patch.description)
+        .bind(now_ms)
         .bind(now_ms)
         .bind(uid.as_str())
         .fetch_optional(&self.writer)
@@ -151,11 +168,12 @@ impl Store for SqliteStore {
 
     async fn delete_group(&self, uid: &Uidp) -> Result<()> {
         let mut tx = self.writer.begin().await.map_err(|e| db_err("begin", e))?;
-        let child: Option<(i64,)> = sqlx::query_as("SELECT 1 FROM groups WHERE parent_uid = ? LIMIT 1")
-            .bind(uid.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| db_err("find children", e))?;
+        let child: Option<(i64,)> =
+            sqlx::query_as("SELECT 1 FROM groups WHERE parent_uid = ? LIMIT 1")
+                .bind(uid.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| db_err("find children", e))?;
         if child.is_some() {
             return Err(has_children(uid));
         }

@@ -29,10 +29,16 @@ impl Drop for TestDatabase {
             let (url, schema) = (admin_url.clone(), schema.clone());
             // Drop may run inside a runtime; use a thread with its own.
             let _ = std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .ok()?;
                 rt.block_on(async {
                     let pool = sqlx::PgPool::connect(&url).await.ok()?;
-                    sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).execute(&pool).await.ok()?;
+                    sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                        .execute(&pool)
+                        .await
+                        .ok()?;
                     pool.close().await;
                     Some(())
                 })
@@ -49,20 +55,38 @@ fn random_suffix() -> String {
 
 /// A fresh SQLite database in its own temporary directory.
 pub fn sqlite() -> TestDatabase {
-    let dir = tempfile::Builder::new().prefix("ward-test-").tempdir().expect("create temp dir");
-    TestDatabase { url: dir.path().join("ward.db").display().to_string(), backend: "sqlite", cleanup: Cleanup::Dir(dir) }
+    let dir = tempfile::Builder::new()
+        .prefix("ward-test-")
+        .tempdir()
+        .expect("create temp dir");
+    TestDatabase {
+        url: dir.path().join("ward.db").display().to_string(),
+        backend: "sqlite",
+        cleanup: Cleanup::Dir(dir),
+    }
 }
 
 /// A fresh schema in the test PostgreSQL server, if one is configured.
 pub async fn postgres() -> Option<TestDatabase> {
-    let admin_url = std::env::var("WARD_TEST_POSTGRES_URL").ok().filter(|s| !s.is_empty())?;
+    let admin_url = std::env::var("WARD_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|s| !s.is_empty())?;
     let schema = format!("ward_test_{}", random_suffix());
-    let pool = sqlx::PgPool::connect(&admin_url).await.expect("connect to WARD_TEST_POSTGRES_URL");
-    sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&pool).await.expect("create test schema");
+    let pool = sqlx::PgPool::connect(&admin_url)
+        .await
+        .expect("connect to WARD_TEST_POSTGRES_URL");
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&pool)
+        .await
+        .expect("create test schema");
     pool.close().await;
     let sep = if admin_url.contains('?') { '&' } else { '?' };
     let url = format!("{admin_url}{sep}options=-c%20search_path%3D{schema}");
-    Some(TestDatabase { url, backend: "postgres", cleanup: Cleanup::Schema { admin_url, schema } })
+    Some(TestDatabase {
+        url,
+        backend: "postgres",
+        cleanup: Cleanup::Schema { admin_url, schema },
+    })
 }
 
 /// Every backend to run a suite against: SQLite always, PostgreSQL when

@@ -1,1 +1,67 @@
-fn main() {}
+//! The `ward` binary: the server and the client in one. Only wiring lives here.
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "ward",
+    version,
+    about = "Ward: organization access, registry data and vulnerability advisories"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (REST and gRPC on one port).
+    Server(ward_server::ServerConfig),
+    /// Server administration, run next to the server's data.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+    /// Identity and access management.
+    Iam {
+        #[command(flatten)]
+        conn: ward_cli::Connection,
+        #[command(subcommand)]
+        command: ward_cli::IamCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Print a fresh server-admin API token (valid for one hour).
+    Token(ward_server::ServerConfig),
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WARD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Server(config) => {
+            init_logging();
+            ward_server::run(config).await
+        }
+        Command::Admin(AdminCommand::Token(config)) => ward_server::admin_token(&config)
+            .await
+            .map(|t| println!("{t}")),
+        Command::Iam { conn, command } => ward_cli::run_iam(&conn, command).await,
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

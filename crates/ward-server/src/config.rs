@@ -1,0 +1,91 @@
+//! `ward server` configuration: one typed struct, every flag also a `WARD_*`
+//! environment variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Clone, clap::Args)]
+pub struct ServerConfig {
+    /// Address to listen on (REST and gRPC share it). Port 0 picks a free port.
+    #[arg(long, env = "WARD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Directory for the embedded database and the admin token.
+    #[arg(long, env = "WARD_DATA_DIR", default_value = "./ward-data")]
+    pub data_dir: PathBuf,
+
+    /// Database: a `postgres://…` URL selects PostgreSQL; otherwise a SQLite file
+    /// path. Default: `<data-dir>/ward.db`.
+    #[arg(long, env = "WARD_DATABASE", hide_env_values = true)]
+    pub database: Option<String>,
+
+    /// This server's OIDC issuer URL (`iss` of the tokens it mints). Default:
+    /// `http://<listen>`.
+    #[arg(long, env = "WARD_ISSUER_URL")]
+    pub issuer_url: Option<String>,
+
+    /// The API's public URL (`aud` of API tokens). Default: `http://<listen>`.
+    #[arg(long, env = "WARD_API_URL")]
+    pub api_url: Option<String>,
+
+    /// Development mode: print ready-to-paste `export` lines for the admin token.
+    #[arg(long, env = "WARD_DEV")]
+    pub dev: bool,
+}
+
+impl ServerConfig {
+    /// A config for `listen` with every other setting at its default.
+    pub fn new(listen: SocketAddr, data_dir: PathBuf) -> Self {
+        Self {
+            listen,
+            data_dir,
+            database: None,
+            issuer_url: None,
+            api_url: None,
+            dev: false,
+        }
+    }
+
+    /// The database URL or path, defaulting to SQLite in the data directory.
+    pub fn database_url(&self) -> String {
+        self.database
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("ward.db").display().to_string())
+    }
+
+    /// Issuer and API URLs, defaulting to `http://<bound address>`.
+    pub fn urls(&self, bound: SocketAddr) -> (String, String) {
+        let local = format!("http://{bound}");
+        let trim = |s: &String| s.trim_end_matches('/').to_owned();
+        (
+            self.issuer_url
+                .as_ref()
+                .map(trim)
+                .unwrap_or_else(|| local.clone()),
+            self.api_url.as_ref().map(trim).unwrap_or(local),
+        )
+    }
+}
+
+/// Never print the database URL: it may carry a password.
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("listen", &self.listen)
+            .field("data_dir", &self.data_dir)
+            .field(
+                "database",
+                &self.database.as_ref().map(|d| {
+                    if d.starts_with("postgres") {
+                        "postgres://<redacted>"
+                    } else {
+                        d
+                    }
+                }),
+            )
+            .field("issuer_url", &self.issuer_url)
+            .field("api_url", &self.api_url)
+            .field("dev", &self.dev)
+            .finish()
+    }
+}

@@ -1,0 +1,86 @@
+//! gRPC transport: tonic services over the same service layer as REST, served on
+//! the same port. Status details travel in `grpc-status-details-bin`.
+
+use std::sync::Arc;
+
+use tonic::server::NamedService;
+use ward_core::Result;
+
+use crate::authz::Caller;
+use crate::rest::MAX_BODY_BYTES;
+use crate::status::{IAM_DOMAIN, grpc_status};
+use crate::ward::Ward;
+
+mod groups;
+
+/// Authenticates a gRPC request from its `authorization` metadata.
+async fn caller<T>(
+    ward: &Ward,
+    req: &tonic::Request<T>,
+) -> std::result::Result<Caller, tonic::Status> {
+    let header = match req.metadata().get("authorization") {
+        None => None,
+        Some(v) => Some(v.to_str().map_err(|_| {
+            grpc_status(
+                ward_core::Error::Unauthenticated("the authorization metadata is not text".into()),
+                IAM_DOMAIN,
+            )
+        })?),
+    };
+    ward.authenticate(header)
+        .await
+        .map_err(|e| grpc_status(e, IAM_DOMAIN))
+}
+
+/// Maps a service result to a gRPC response.
+fn reply<T>(r: Result<T>) -> std::result::Result<tonic::Response<T>, tonic::Status> {
+    r.map(tonic::Response::new)
+        .map_err(|e| grpc_status(e, IAM_DOMAIN))
+}
+
+/// Adds `svc` to `router` at its gRPC path prefix.
+fn route<S>(router: axum::Router, svc: S) -> axum::Router
+where
+    S: NamedService
+        + tower::Service<
+            http::Request<axum::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    router.route_service(&format!("/{}/{{*method}}", S::NAME), svc)
+}
+
+/// Every gRPC service, plus server reflection (v1 and v1alpha).
+pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
+    use ward_proto::iam::{v2, v2beta1};
+    let g = groups::GrpcGroups(ward);
+    let router = route(
+        router,
+        v2::groups_service_server::GroupsServiceServer::new(g.clone())
+            .max_decoding_message_size(MAX_BODY_BYTES),
+    );
+    let router = route(
+        router,
+        v2beta1::groups_service_server::GroupsServiceServer::new(g)
+            .max_decoding_message_size(MAX_BODY_BYTES),
+    );
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(ward_proto::FILE_DESCRIPTOR_SET)
+    };
+    let router = route(
+        router,
+        reflection().build_v1().expect("descriptor set is valid"),
+    );
+    route(
+        router,
+        reflection()
+            .build_v1alpha()
+            .expect("descriptor set is valid"),
+    )
+}

@@ -1,0 +1,245 @@
+//! REST/JSON transport (grpc-gateway compatible): extractors for the caller,
+//! query parameters and JSON bodies, and the router. Handlers are a few lines:
+//! decode, authenticate, call the service, encode.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use ward_core::{Error, Result};
+use ward_proto::common::UidpFilter;
+
+use crate::authz::Caller;
+use crate::status::ApiError;
+use crate::ward::Ward;
+
+mod groups;
+mod system;
+
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The REST routes (gRPC services are added beside them by the caller).
+pub fn router(ward: Arc<Ward>, issuer_path: &str) -> axum::Router {
+    axum::Router::new()
+        .merge(groups::routes())
+        .merge(system::routes(issuer_path))
+        .fallback(no_route)
+        .layer(axum::middleware::map_response(method_not_allowed))
+        .with_state(ward)
+}
+
+async fn no_route(method: http::Method, uri: http::Uri) -> ApiError {
+    Error::not_found("endpoint", format!("{method} {}", uri.path())).into()
+}
+
+/// Gives axum's bare 405 an AIP-193 body (UNIMPLEMENTED, as grpc-gateway does).
+async fn method_not_allowed(resp: Response) -> Response {
+    if resp.status() != http::StatusCode::METHOD_NOT_ALLOWED {
+        return resp;
+    }
+    let allow = resp.headers().get(http::header::ALLOW).cloned();
+    let body = serde_json::json!({
+        "code": 12,
+        "message": "Unimplemented: method not allowed on this path",
+        "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "UNIMPLEMENTED",
+                     "domain": crate::status::IAM_DOMAIN, "metadata": {}}],
+    });
+    let mut out = (http::StatusCode::METHOD_NOT_ALLOWED, axum::Json(body)).into_response();
+    if let Some(a) = allow {
+        out.headers_mut().insert(http::header::ALLOW, a);
+    }
+    out
+}
+
+/// The authenticated caller. Rejects with UNAUTHENTICATED (401 + WWW-Authenticate).
+pub struct Auth(pub Caller);
+
+impl FromRequestParts<Arc<Ward>> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, ward: &Arc<Ward>) -> Result<Self, ApiError> {
+        let header = match parts.headers.get(http::header::AUTHORIZATION) {
+            None => None,
+            Some(v) => Some(v.to_str().map_err(|_| {
+                Error::Unauthenticated("the Authorization header is not text".into())
+            })?),
+        };
+        Ok(Auth(ward.authenticate(header).await?))
+    }
+}
+
+/// `updateMask` → `update_mask`, `uidp.descendantsOf` → `uidp.descendants_of`.
+fn snake_key(k: &str) -> String {
+    let mut out = String::with_capacity(k.len() + 4);
+    for c in k.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Query parameters, keyed by snake_case name (camelCase is accepted too), with
+/// repeated keys kept. Handlers take what they know; [`Params::finish`] rejects
+/// the rest, so a misspelt filter is an error instead of a silently wider list.
+pub struct Params(BTreeMap<String, Vec<String>>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (k, v) in form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()) {
+            map.entry(snake_key(&k)).or_default().push(v.into_owned());
+        }
+        Ok(Params(map))
+    }
+}
+
+impl Params {
+    /// The last value of `key`, or "".
+    pub fn string(&mut self, key: &str) -> String {
+        self.0
+            .remove(key)
+            .and_then(|mut v| v.pop())
+            .unwrap_or_default()
+    }
+
+    /// Every value of `key`; comma-separated values are split as well.
+    pub fn list(&mut self, key: &str) -> Vec<String> {
+        self.0
+            .remove(key)
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn int(&mut self, key: &str) -> Result<i32> {
+        let s = self.string(key);
+        if s.is_empty() {
+            return Ok(0);
+        }
+        s.parse()
+            .map_err(|_| Error::invalid(key, format!("{key} must be an integer, got \"{s}\"")))
+    }
+
+    pub fn bool(&mut self, key: &str) -> Result<bool> {
+        match self.string(key).as_str() {
+            "" | "false" | "0" => Ok(false),
+            "true" | "1" => Ok(true),
+            other => Err(Error::invalid(
+                key,
+                format!("{key} must be true or false, got \"{other}\""),
+            )),
+        }
+    }
+
+    /// The `uidp.*` filter.
+    pub fn uidp(&mut self) -> Result<Option<UidpFilter>> {
+        let f = UidpFilter {
+            ancestors_of: self.string("uidp.ancestors_of"),
+            descendants_of: self.string("uidp.descendants_of"),
+            children_of: self.string("uidp.children_of"),
+            in_root: self.bool("uidp.in_root")?,
+            ids: self.list("uidp.ids"),
+        };
+        Ok(Some(f))
+    }
+
+    /// Rejects parameters no handler took.
+    pub fn finish(self) -> Result<()> {
+        match self.0.keys().next() {
+            None => Ok(()),
+            Some(k) => Err(Error::invalid(
+                k.clone(),
+                format!("unknown query parameter \"{k}\""),
+            )),
+        }
+    }
+}
+
+/// A JSON object body: at most [`MAX_BODY_BYTES`], `application/json` (or no
+/// content type). An empty body is `{}`.
+pub struct JsonBody(pub serde_json::Map<String, serde_json::Value>);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
+        let content_type = req
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap_or("").to_owned());
+        let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
+            .await
+            .map_err(|_| ApiError {
+                error: Error::invalid(
+                    "body",
+                    format!("the request body exceeds {MAX_BODY_BYTES} bytes"),
+                ),
+                domain: crate::status::IAM_DOMAIN,
+                http_status: Some(413),
+            })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(JsonBody(serde_json::Map::new()));
+        }
+        if let Some(ct) = content_type {
+            let mime = ct
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            if mime != "application/json" && !mime.ends_with("+json") {
+                return Err(ApiError {
+                    error: Error::invalid(
+                        "body",
+                        format!("the content type must be application/json, got \"{ct}\""),
+                    ),
+                    domain: crate::status::IAM_DOMAIN,
+                    http_status: Some(415),
+                });
+            }
+        }
+        match serde_json::from_slice(&bytes) {
+            Ok(serde_json::Value::Object(map)) => Ok(JsonBody(map)),
+            Ok(_) => Err(Error::invalid("body", "the request body must be a JSON object").into()),
+            Err(e) => Err(Error::invalid(
+                "body",
+                format!("the request body is not valid JSON: {e}"),
+            )
+            .into()),
+        }
+    }
+}
+
+impl JsonBody {
+    /// The top-level keys present (for a body-derived update mask).
+    pub fn keys(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
+
+    /// The body as a proto message (proto3 JSON; unknown fields are ignored).
+    pub fn message<T: DeserializeOwned>(self) -> Result<T> {
+        serde_json::from_value(serde_json::Value::Object(self.0)).map_err(|e| {
+            Error::invalid(
+                "body",
+                format!("the request body does not match the message: {e}"),
+            )
+        })
+    }
+}
+
+/// A successful JSON response from a proto message.
+pub type Reply<T> = std::result::Result<axum::Json<T>, ApiError>;

@@ -1,0 +1,49 @@
+//! Unauthenticated endpoints: health, readiness, OIDC discovery and JWKS.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use super::Reply;
+use crate::ward::Ward;
+
+/// `issuer_path` is the path part of the issuer URL ("" for a bare host), under
+/// which discovery documents are served.
+pub fn routes(issuer_path: &str) -> axum::Router<Arc<Ward>> {
+    axum::Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route(
+            &format!("{issuer_path}/.well-known/openid-configuration"),
+            get(discovery),
+        )
+        .route(&format!("{issuer_path}/.well-known/jwks.json"), get(jwks))
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn readyz(State(w): State<Arc<Ward>>) -> Reply<Value> {
+    w.store.ping().await?;
+    Ok(Json(json!({"status": "ready"})))
+}
+
+async fn discovery(State(w): State<Arc<Ward>>) -> Json<Value> {
+    let iss = w.tokens.issuer();
+    Json(json!({
+        "issuer": iss,
+        "jwks_uri": format!("{iss}/.well-known/jwks.json"),
+        "response_types_supported": ["id_token"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": ["EdDSA"],
+        "claims_supported": ["iss", "sub", "aud", "iat", "exp"],
+    }))
+}
+
+async fn jwks(State(w): State<Arc<Ward>>) -> Json<Value> {
+    Json(w.tokens.jwks())
+}

@@ -1,0 +1,188 @@
+//! Groups: organizations (root groups) and the groups beneath them.
+
+use ward_core::capability::Capability;
+use ward_core::fieldmask::{FieldMask, Updatable};
+use ward_core::names::{check_description, check_name};
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+use ward_proto::Timestamp;
+use ward_proto::iam::v2::{
+    CreateGroupRequest, DeleteGroupRequest, GetGroupRequest, Group, ListGroupsRequest,
+    ListGroupsResponse,
+};
+use ward_store::{GROUP_TYPE, GroupPatch, GroupRecord};
+
+use super::UpdateMask;
+use super::list::ListParams;
+use crate::authz::Caller;
+use crate::ward::Ward;
+
+const COLLECTION: &str = "groups";
+
+/// What an update may change; the rest of Group is output-only.
+pub const GROUP_FIELDS: Updatable = Updatable {
+    mutable: &["name", "description"],
+    output_only: &[
+        "uid",
+        "resource_limits",
+        "verified",
+        "create_time",
+        "update_time",
+        "kind",
+        "status",
+    ],
+};
+
+fn to_proto(r: GroupRecord) -> Group {
+    Group {
+        uid: r.uid,
+        name: r.name,
+        description: r.description,
+        resource_limits: Default::default(),
+        verified: r.verified,
+        create_time: Some(Timestamp::from_millis(r.create_time)),
+        update_time: Some(Timestamp::from_millis(r.update_time)),
+        kind: 0,
+        status: 0,
+    }
+}
+
+impl Ward {
+    pub async fn create_group(&self, caller: &Caller, req: CreateGroupRequest) -> Result<Group> {
+        let group = req.group.unwrap_or_default();
+        let mut bad = Vec::new();
+        let parent = if req.parent.is_empty() {
+            None
+        } else {
+            match Uidp::parse("parent", &req.parent) {
+                Ok(p) => Some(p),
+                Err(Error::InvalidArgument(v)) => {
+                    bad.extend(v);
+                    None
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        check_name("name", &group.name, &mut bad);
+        check_description("description", &group.description, &mut bad);
+        if !bad.is_empty() {
+            return Err(Error::InvalidArgument(bad));
+        }
+        let uid = match &parent {
+            Some(p) => {
+                self.authorize(caller, Capability::IamGroupsCreate, p, GROUP_TYPE)?;
+                p.new_child()
+            }
+            None => {
+                self.authorize_unscoped(caller, Capability::IamGroupsCreate)?;
+                Uidp::new_root()
+            }
+        };
+        let now = self.clock.now_millis();
+        let record = GroupRecord {
+            uid: uid.into(),
+            parent_uid: parent.map(Into::into),
+            name: group.name,
+            description: group.description,
+            verified: false,
+            create_time: now,
+            update_time: now,
+        };
+        self.store.create_group(&record).await?;
+        Ok(to_proto(record))
+    }
+
+    pub async fn get_group(&self, caller: &Caller, req: GetGroupRequest) -> Result<Group> {
+        let uid = Uidp::parse("uid", &req.uid)?;
+        self.authorize(caller, Capability::IamGroupsList, &uid, GROUP_TYPE)?;
+        let record = self
+            .store
+            .get_group(&uid)
+            .await?
+            .ok_or_else(|| Error::not_found(GROUP_TYPE, uid.as_str()))?;
+        Ok(to_proto(record))
+    }
+
+    pub async fn list_groups(
+        &self,
+        caller: &Caller,
+        req: ListGroupsRequest,
+    ) -> Result<ListGroupsResponse> {
+        let visible = self.visible_scopes(caller, Capability::IamGroupsList);
+        let params = ListParams {
+            uidp: req.uidp.as_ref(),
+            name: &req.name,
+            page_size: req.page_size,
+            page_token: &req.page_token,
+            order_by: &req.order_by,
+            skip: req.skip,
+        };
+        let q = self.list_query(COLLECTION, params, visible)?;
+        let page = self.store.list_groups(&q).await?;
+        Ok(ListGroupsResponse {
+            next_page_token: self.next_page_token(COLLECTION, &q, &page),
+            total_count: Some(page.total_count),
+            skipped: req.skip,
+            groups: page.items.into_iter().map(to_proto).collect(),
+        })
+    }
+
+    /// Updates the masked fields of a group (the uid comes from `group.uid`).
+    pub async fn update_group(
+        &self,
+        caller: &Caller,
+        group: Group,
+        mask: UpdateMask,
+    ) -> Result<Group> {
+        let uid = Uidp::parse("group.uid", &group.uid)?;
+        let mask = match mask {
+            UpdateMask::Paths(paths) => FieldMask::parse(&paths.join(","), &GROUP_FIELDS)?,
+            UpdateMask::BodyKeys(keys) => {
+                FieldMask::from_body_keys(keys.iter().map(String::as_str), &GROUP_FIELDS)
+            }
+            UpdateMask::Populated => FieldMask::of(
+                [
+                    ("name", !group.name.is_empty()),
+                    ("description", !group.description.is_empty()),
+                ]
+                .into_iter()
+                .filter_map(|(f, set)| set.then_some(f))
+                .collect(),
+            ),
+        };
+        let mut bad = Vec::new();
+        let mut patch = GroupPatch::default();
+        if mask.contains("name") {
+            check_name("name", &group.name, &mut bad);
+            patch.name = Some(group.name);
+        }
+        if mask.contains("description") {
+            check_description("description", &group.description, &mut bad);
+            patch.description = Some(group.description);
+        }
+        if !bad.is_empty() {
+            return Err(Error::InvalidArgument(bad));
+        }
+        self.authorize(caller, Capability::IamGroupsUpdate, &uid, GROUP_TYPE)?;
+        if mask.is_empty() {
+            // Nothing to change: answer with the group as it is.
+            let record = self
+                .store
+                .get_group(&uid)
+                .await?
+                .ok_or_else(|| Error::not_found(GROUP_TYPE, uid.as_str()))?;
+            return Ok(to_proto(record));
+        }
+        let record = self
+            .store
+            .update_group(&uid, &patch, self.clock.now_millis())
+            .await?;
+        Ok(to_proto(record))
+    }
+
+    pub async fn delete_group(&self, caller: &Caller, req: DeleteGroupRequest) -> Result<()> {
+        let uid = Uidp::parse("uid", &req.uid)?;
+        self.authorize(caller, Capability::IamGroupsDelete, &uid, GROUP_TYPE)?;
+        self.store.delete_group(&uid).await
+    }
+}

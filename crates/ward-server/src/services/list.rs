@@ -1,0 +1,117 @@
+//! Turning a proto list request's common parts into a [`ListQuery`], and a page
+//! back into the response's cursor fields.
+
+use ward_core::listing::{self, ListQuery, OrderBy, Page, UidpFilter};
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+use ward_proto::common::UidpFilter as ProtoFilter;
+
+use crate::ward::Ward;
+
+/// Most UIDPs one `uidp.ids` filter may name.
+pub const MAX_IDS: usize = 1000;
+
+/// The common AIP-158 parameters of every List request.
+pub struct ListParams<'a> {
+    pub uidp: Option<&'a ProtoFilter>,
+    pub name: &'a str,
+    pub page_size: i32,
+    pub page_token: &'a str,
+    pub order_by: &'a str,
+    pub skip: i32,
+}
+
+fn opt_uidp(
+    field: &str,
+    raw: &str,
+    bad: &mut Vec<ward_core::error::FieldViolation>,
+) -> Option<Uidp> {
+    if raw.is_empty() {
+        return None;
+    }
+    match Uidp::parse(field, raw) {
+        Ok(u) => Some(u),
+        Err(Error::InvalidArgument(v)) => {
+            bad.extend(v);
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+impl Ward {
+    /// Parses and checks the parameters; `collection` binds page tokens to it.
+    pub(crate) fn list_query(
+        &self,
+        collection: &str,
+        p: ListParams<'_>,
+        visible: Option<Vec<Uidp>>,
+    ) -> Result<ListQuery> {
+        let mut bad = Vec::new();
+        let mut filter = UidpFilter::default();
+        if let Some(f) = p.uidp {
+            filter.ancestors_of = opt_uidp("uidp.ancestors_of", &f.ancestors_of, &mut bad);
+            filter.descendants_of = opt_uidp("uidp.descendants_of", &f.descendants_of, &mut bad);
+            filter.children_of = opt_uidp("uidp.children_of", &f.children_of, &mut bad);
+            filter.in_root = f.in_root;
+            if f.ids.len() > MAX_IDS {
+                bad.push(ward_core::error::FieldViolation {
+                    field: "uidp.ids".into(),
+                    description: format!("uidp.ids may name at most {MAX_IDS} UIDPs"),
+                });
+            }
+            filter.ids = f
+                .ids
+                .iter()
+                .filter_map(|id| opt_uidp("uidp.ids", id, &mut bad))
+                .collect();
+        }
+        let mut collect = |r: Result<()>| {
+            if let Err(Error::InvalidArgument(v)) = r {
+                bad.extend(v);
+            }
+        };
+        let mut page_size = 0;
+        collect(listing::page_size(p.page_size).map(|n| page_size = n));
+        let mut skip = 0;
+        collect(listing::skip(p.skip).map(|n| skip = n));
+        let mut order = OrderBy::default();
+        collect(OrderBy::parse(p.order_by).map(|o| order = o));
+        if !bad.is_empty() {
+            return Err(Error::InvalidArgument(bad));
+        }
+        let mut q = ListQuery {
+            uidp: filter,
+            name: (!p.name.is_empty()).then(|| p.name.to_owned()),
+            order,
+            page_size,
+            skip,
+            after: None,
+            visible,
+        };
+        if !p.page_token.is_empty() {
+            q.after = self.page_tokens.open(
+                p.page_token,
+                &q.fingerprint(collection),
+                self.clock.now_millis(),
+            )?;
+        }
+        Ok(q)
+    }
+
+    /// The `next_page_token` for a page ("" on the last page).
+    pub(crate) fn next_page_token<T>(
+        &self,
+        collection: &str,
+        q: &ListQuery,
+        page: &Page<T>,
+    ) -> String {
+        match &page.next {
+            Some(c) => {
+                self.page_tokens
+                    .issue(&q.fingerprint(collection), c, self.clock.now_millis())
+            }
+            None => String::new(),
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Domain errors at the edge: `google.rpc.Status` (AIP-193) as JSON over REST
+//! and as status + `grpc-status-details-bin` over gRPC. Details always include
+//! ErrorInfo; BadRequest, PreconditionFailure and ResourceInfo as they fit.
+
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tonic_types::{ErrorDetails, StatusExt};
+use ward_core::Error;
+use ward_core::error::Code;
+
+/// The error domain of the IAM service.
+pub const IAM_DOMAIN: &str = "iam.chainguard.dev";
+const TYPE_PREFIX: &str = "type.googleapis.com/google.rpc.";
+
+/// Logs an internal error once, where it is turned into a response.
+fn log_internal(e: &Error) {
+    if let Error::Internal(ctx) = e {
+        tracing::error!(error = %ctx, "internal error");
+    }
+}
+
+/// The AIP-193 JSON body for an error.
+pub fn json_body(e: &Error, domain: &str) -> Value {
+    let code = e.code();
+    let mut details = vec![json!({
+        "@type": format!("{TYPE_PREFIX}ErrorInfo"),
+        "reason": code.name(),
+        "domain": domain,
+        "metadata": {},
+    })];
+    match e {
+        Error::InvalidArgument(v) => details.push(json!({
+            "@type": format!("{TYPE_PREFIX}BadRequest"),
+            "fieldViolations": v.iter().map(|f| json!({"field": f.field, "description": f.description})).collect::<Vec<_>>(),
+        })),
+        Error::FailedPrecondition(v) => details.push(json!({
+            "@type": format!("{TYPE_PREFIX}PreconditionFailure"),
+            "violations": v.iter().map(|p| json!({"type": p.kind, "subject": p.subject, "description": p.description})).collect::<Vec<_>>(),
+        })),
+        Error::NotFound { resource_type, name } | Error::AlreadyExists { resource_type, name } => details.push(json!({
+            "@type": format!("{TYPE_PREFIX}ResourceInfo"),
+            "resourceType": resource_type,
+            "resourceName": name,
+            "owner": "",
+            "description": e.message(),
+        })),
+        _ => {}
+    }
+    json!({ "code": code as i32, "message": e.message(), "details": details })
+}
+
+/// An error as a REST response.
+pub struct ApiError {
+    pub error: Error,
+    pub domain: &'static str,
+    /// HTTP status to use instead of the code's mapping (e.g. 413, 415, 405).
+    pub http_status: Option<u16>,
+}
+
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        Self {
+            error,
+            domain: IAM_DOMAIN,
+            http_status: None,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        log_internal(&self.error);
+        let status = http::StatusCode::from_u16(
+            self.http_status
+                .unwrap_or_else(|| self.error.code().http_status()),
+        )
+        .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+        let mut resp = (status, axum::Json(json_body(&self.error, self.domain))).into_response();
+        if self.error.code() == Code::Unauthenticated {
+            resp.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        resp
+    }
+}
+
+/// An error as a gRPC status with details.
+pub fn grpc_status(e: Error, domain: &str) -> tonic::Status {
+    log_internal(&e);
+    let code = tonic::Code::from_i32(e.code() as i32);
+    let mut d =
+        ErrorDetails::with_error_info(e.code().name(), domain, std::collections::HashMap::new());
+    match &e {
+        Error::InvalidArgument(v) => {
+            for f in v {
+                d.add_bad_request_violation(f.field.clone(), f.description.clone());
+            }
+        }
+        Error::FailedPrecondition(v) => {
+            for p in v {
+                d.add_precondition_failure_violation(
+                    p.kind.clone(),
+                    p.subject.clone(),
+                    p.description.clone(),
+                );
+            }
+        }
+        Error::NotFound {
+            resource_type,
+            name,
+        }
+        | Error::AlreadyExists {
+            resource_type,
+            name,
+        } => {
+            d.set_resource_info(*resource_type, name.clone(), "", e.message());
+        }
+        _ => {}
+    }
+    tonic::Status::with_error_details(code, e.message(), d)
+}

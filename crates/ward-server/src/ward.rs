@@ -1,0 +1,64 @@
+//! The service layer's root: shared state and first-start bootstrap.
+//!
+//! Every transport (REST, gRPC, and later OCI) holds an `Arc<Ward>` and calls
+//! its per-resource methods (in `services/`), which validate, authorize and talk
+//! to the store.
+
+use std::sync::Arc;
+
+use rand::RngCore;
+use ward_auth::Tokens;
+use ward_core::clock::Clock;
+use ward_core::pagetoken::PageTokens;
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+use ward_store::Store;
+
+const SETTING_ADMIN: &str = "admin_identity_uid";
+const SETTING_PAGE_KEY: &str = "page_token_key";
+
+pub struct Ward {
+    pub store: Arc<dyn Store>,
+    pub tokens: Tokens,
+    pub clock: Arc<dyn Clock>,
+    pub page_tokens: PageTokens,
+    /// The server-admin identity (break-glass: may do everything).
+    pub admin: Uidp,
+}
+
+impl Ward {
+    /// Loads (on first start: creates) the signing key, the page-token key and
+    /// the server-admin identity. Safe when several replicas start at once.
+    pub async fn bootstrap(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        issuer: String,
+        audience: String,
+    ) -> Result<Self> {
+        let admin_raw = store
+            .setting_or_init(SETTING_ADMIN, Uidp::new_root().as_str().as_bytes().to_vec())
+            .await?;
+        let admin = std::str::from_utf8(&admin_raw)
+            .ok()
+            .filter(|s| Uidp::is_valid(s))
+            .map(|s| Uidp::parse("admin", s))
+            .transpose()?
+            .ok_or_else(|| Error::internal("stored admin identity uid is corrupt"))?;
+        let mut key = vec![0u8; 32];
+        rand::thread_rng().fill_bytes(&mut key);
+        let page_key = store.setting_or_init(SETTING_PAGE_KEY, key).await?;
+        let tokens = Tokens::load(store.clone(), clock.clone(), issuer, audience).await?;
+        Ok(Self {
+            store,
+            tokens,
+            clock,
+            page_tokens: PageTokens::new(page_key),
+            admin,
+        })
+    }
+
+    /// A fresh API token for the server admin.
+    pub fn admin_token(&self) -> Result<String> {
+        self.tokens.mint(self.admin.as_str())
+    }
+}
