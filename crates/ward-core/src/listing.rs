@@ -148,7 +148,10 @@ impl ListQuery {
     /// page size or skip, which may change between pages).
     pub fn fingerprint(&self, collection: &str) -> String {
         let f = &self.uidp;
-        let ids: Vec<&str> = f.ids.iter().map(Uidp::as_str).collect();
+        // The same ids in another order are the same query.
+        let mut ids: Vec<&str> = f.ids.iter().map(Uidp::as_str).collect();
+        ids.sort_unstable();
+        ids.dedup();
         serde_json::json!({
             "c": collection,
             "a": f.ancestors_of.as_ref().map(Uidp::as_str),

@@ -1,0 +1,200 @@
+//! Shared harness for Ward's integration tests: a real server on port 0, one per
+//! storage backend, with an adjustable clock and a small JSON client.
+#![allow(dead_code)] // Each test binary uses a different part of the harness.
+
+use std::sync::Arc;
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use ward_core::clock::OffsetClock;
+use ward_server::{Running, ServerConfig};
+use ward_store::testing::TestDatabase;
+
+pub struct TestServer {
+    running: Option<Running>,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    /// A valid server-admin token.
+    pub token: String,
+    /// The server's clock; `clock.advance_millis` moves time for the server.
+    pub clock: OffsetClock,
+    pub backend: &'static str,
+    pub config: ServerConfig,
+    pub http: reqwest::Client,
+    // Dropped last: the database and data directory outlive the server.
+    _data_dir: tempfile::TempDir,
+    db: Arc<TestDatabase>,
+}
+
+impl TestServer {
+    /// Starts a server on `db` with a fresh data directory.
+    pub async fn start(db: TestDatabase) -> Self {
+        Self::start_shared(Arc::new(db)).await
+    }
+
+    /// Starts a server on a database another server may share (replicas).
+    pub async fn start_shared(db: Arc<TestDatabase>) -> Self {
+        let data_dir = tempfile::tempdir().expect("temp dir");
+        let mut config = ServerConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+            data_dir.path().to_path_buf(),
+        );
+        config.database = Some(db.url.clone());
+        let clock = OffsetClock::default();
+        let running = ward_server::start(&config, Arc::new(clock.clone()), std::future::pending())
+            .await
+            .expect("server starts");
+        let base = format!("http://{}", running.addr);
+        let token = std::fs::read_to_string(data_dir.path().join("admin.token"))
+            .expect("admin token written");
+        Self {
+            base,
+            token,
+            clock,
+            backend: db.backend,
+            config,
+            http: reqwest::Client::new(),
+            running: Some(running),
+            _data_dir: data_dir,
+            db,
+        }
+    }
+
+    /// Another server on the same database (a replica), with its own clock.
+    pub async fn replica(&self) -> Self {
+        Self::start_shared(self.db.clone()).await
+    }
+
+    /// Stops gracefully and starts again on the same database and data directory
+    /// (on a new port). The admin token is re-read.
+    pub async fn restart(&mut self) {
+        self.running
+            .take()
+            .expect("running")
+            .stop()
+            .await
+            .expect("clean stop");
+        let running = ward_server::start(
+            &self.config,
+            Arc::new(self.clock.clone()),
+            std::future::pending(),
+        )
+        .await
+        .expect("restart");
+        self.base = format!("http://{}", running.addr);
+        self.token =
+            std::fs::read_to_string(self.config.data_dir.join("admin.token")).expect("admin token");
+        self.running = Some(running);
+    }
+
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.running.as_ref().expect("running").addr
+    }
+
+    pub fn ward(&self) -> &Arc<ward_server::Ward> {
+        &self.running.as_ref().expect("running").ward
+    }
+
+    /// Sends a request with the admin token; returns the status and JSON body.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        self.call_as(&self.token, method, path, body).await
+    }
+
+    /// Sends a request with `token` ("" for none).
+    pub async fn call_as(
+        &self,
+        token: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if !token.is_empty() {
+            req = req.bearer_auth(token);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("request sent");
+        let status = resp.status();
+        let text = resp.text().await.expect("body read");
+        let json = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        (status, json)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::PATCH, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::DELETE, path, None).await
+    }
+
+    /// Creates a group (a root organization when `parent` is None) and returns it;
+    /// panics unless the create succeeds.
+    pub async fn create_group(&self, parent: Option<&str>, name: &str) -> Value {
+        let path = match parent {
+            Some(p) => format!("/iam/v2beta1/groups/{p}"),
+            None => "/iam/v2beta1/groups".to_owned(),
+        };
+        let (status, body) = self.post(&path, serde_json::json!({ "name": name })).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "[{}] create {name}: {body}",
+            self.backend
+        );
+        body
+    }
+}
+
+/// One fresh server per backend (SQLite always; PostgreSQL when configured).
+pub async fn servers() -> Vec<TestServer> {
+    let mut v = Vec::new();
+    for db in ward_store::testing::backends().await {
+        v.push(TestServer::start(db).await);
+    }
+    v
+}
+
+/// The uid string of a group JSON.
+pub fn uid(v: &Value) -> String {
+    v["uid"].as_str().expect("uid").to_owned()
+}
+
+/// Asserts an AIP-193 error body: `code`, ErrorInfo reason, and returns the body.
+pub fn assert_error(
+    backend: &str,
+    status: StatusCode,
+    body: &Value,
+    http: u16,
+    code: i64,
+    reason: &str,
+) {
+    assert_eq!(status.as_u16(), http, "[{backend}] status; body: {body}");
+    assert_eq!(body["code"], code, "[{backend}] code; body: {body}");
+    let details = body["details"].as_array().expect("details array");
+    let info = details
+        .iter()
+        .find(|d| d["@type"] == "type.googleapis.com/google.rpc.ErrorInfo")
+        .unwrap_or_else(|| panic!("[{backend}] no ErrorInfo in {body}"));
+    assert_eq!(info["reason"], reason, "[{backend}] reason; body: {body}");
+    assert_eq!(info["domain"], "iam.chainguard.dev", "[{backend}] domain");
+}
