@@ -108,11 +108,12 @@ pub fn generate_key(now_ms: i64) -> Result<SigningKeyRecord> {
 /// The token in an `Authorization` value: `Bearer <token>`, or the bare token
 /// (some gRPC clients send it as given).
 pub fn bearer(header: &str) -> Option<&str> {
-    let h = header.trim();
+    let h = header.trim_start();
     let token = match h.split_once(' ') {
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
         Some(_) => return None,
-        None => h,
+        None if h.trim_end().eq_ignore_ascii_case("bearer") => return None,
+        None => h.trim_end(),
     };
     (!token.is_empty()).then_some(token)
 }

@@ -27,8 +27,11 @@ impl Drop for TestDatabase {
     fn drop(&mut self) {
         if let Cleanup::Schema { admin_url, schema } = &self.cleanup {
             let (url, schema) = (admin_url.clone(), schema.clone());
-            // Drop may run inside a runtime; use a thread with its own.
-            let _ = std::thread::spawn(move || {
+            let (done, wait) = std::sync::mpsc::channel();
+            // Drop may run on a runtime thread whose own tasks (e.g. a pool
+            // rolling back an open transaction) hold locks DROP SCHEMA needs, so
+            // never block indefinitely: wait a while, then let it finish alone.
+            std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -41,9 +44,10 @@ impl Drop for TestDatabase {
                         .ok()?;
                     pool.close().await;
                     Some(())
-                })
-            })
-            .join();
+                })?;
+                done.send(()).ok()
+            });
+            let _ = wait.recv_timeout(std::time::Duration::from_secs(5));
         }
     }
 }
