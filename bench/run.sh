@@ -32,6 +32,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+[ -n "${BENCH_DEBUG:-}" ] && trap - EXIT
 
 # Ward, quiet logs.
 WARD_LOG=warn ./target/release/ward server --listen "127.0.0.1:$WARD_PORT" --data-dir "$work/data" \
@@ -69,7 +70,7 @@ http {
 }
 NGINX
 nginx -c "$work/nginx.conf"
-sleep 0.5
+for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$NGINX_PORT/" >/dev/null && break; sleep 0.1; done
 
 # wrk → "rps p50 p99" (latencies in ms).
 run() {

@@ -1,29 +1,102 @@
 //! The embedded SQLite backend (the default).
 //!
 //! WAL with `synchronous=FULL`, so a commit that returned is on disk and survives
-//! SIGKILL or power loss; one writer connection (SQLite has one writer anyway,
+//! SIGKILL or power loss. One writer connection (SQLite has one writer anyway,
 //! and a single connection turns contention into queueing instead of BUSY
-//! errors); a pool of read-only connections that read concurrently with it.
+//! errors) and a pool of readers that read concurrently with it.
+//!
+//! Queries run through rusqlite on blocking threads, one hand-off per query:
+//! SQLite answers in microseconds, so crossing threads per *row* (as an async
+//! driver must) would cost more than the query itself.
+//!
+//! `totalCount` of a listing is cached per query and invalidated by any write.
+//! This is exact because an embedded SQLite database has exactly one Ward
+//! process writing to it (several replicas use PostgreSQL).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use deadpool_sqlite::{Config, Hook, HookError, Pool, Runtime};
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
 use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
-use crate::sql::{self, Dialect, GROUP_COLUMNS};
-use crate::{
-    GROUP_TYPE, GroupPatch, GroupRecord, SigningKeyRecord, Store, db_err, has_children, page_of,
-};
+use crate::sql::{self, Bind, Dialect, GROUP_COLUMNS};
+use crate::{GROUP_TYPE, GroupPatch, GroupRecord, SigningKeyRecord, Store, has_children, page_of};
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records how many
+/// have run. Version numbers match `migrations/postgres`.
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_init.sql")];
+
+const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+                       PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;";
+
+const READERS: usize = 4;
 
 pub struct SqliteStore {
-    writer: SqlitePool,
-    reader: SqlitePool,
+    writer: Pool,
+    reader: Pool,
+    /// Bumped after every write; cached counts from an older generation are stale.
+    generation: AtomicU64,
+    counts: moka::sync::Cache<String, (u64, i64)>,
+}
+
+fn err(context: &str, e: impl std::fmt::Display) -> Error {
+    Error::internal(format_args!("{context}: {e}"))
+}
+
+fn pool(path: &Path, size: usize) -> Result<Pool> {
+    Config::new(path)
+        .builder(Runtime::Tokio1)
+        .map_err(|e| err("sqlite pool", e))?
+        .max_size(size)
+        .wait_timeout(Some(Duration::from_secs(30)))
+        .post_create(Hook::async_fn(|conn, _| {
+            Box::pin(async move {
+                conn.interact(|c| c.execute_batch(PRAGMAS))
+                    .await
+                    .map_err(|e| HookError::message(e.to_string()))?
+                    .map_err(HookError::Backend)
+            })
+        }))
+        .build()
+        .map_err(|e| err("sqlite pool", e))
+}
+
+fn group_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GroupRecord> {
+    Ok(GroupRecord {
+        uid: r.get(0)?,
+        parent_uid: r.get(1)?,
+        name: r.get(2)?,
+        description: r.get(3)?,
+        verified: r.get(4)?,
+        create_time: r.get(5)?,
+        update_time: r.get(6)?,
+    })
+}
+
+fn values(binds: Vec<Bind>) -> Vec<Value> {
+    binds
+        .into_iter()
+        .map(|b| match b {
+            Bind::Text(s) => Value::Text(s),
+            Bind::Int(n) => Value::Integer(n),
+        })
+        .collect()
+}
+
+fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
+    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let done: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (i, m) in MIGRATIONS.iter().enumerate().skip(done) {
+        tx.execute_batch(m)?;
+        tx.pragma_update(None, "user_version", i + 1)?;
+    }
+    tx.commit()
 }
 
 impl SqliteStore {
@@ -31,117 +104,139 @@ impl SqliteStore {
     pub async fn open(path: &Path) -> Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
-                .map_err(|e| Error::internal(format_args!("create {}: {e}", dir.display())))?;
+                .map_err(|e| err(&format!("create {}", dir.display()), e))?;
         }
-        let opts = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10));
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(opts.clone())
-            .await
-            .map_err(|e| db_err("open sqlite", e))?;
-        sqlx::migrate!("./migrations/sqlite")
-            .run(&writer)
-            .await
-            .map_err(|e| Error::internal(format_args!("sqlite migrations: {e}")))?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(opts.read_only(true))
-            .await
-            .map_err(|e| db_err("open sqlite readers", e))?;
-        Ok(Self { writer, reader })
+        let writer = pool(path, 1)?;
+        let store = Self {
+            writer,
+            reader: pool(path, READERS)?,
+            generation: AtomicU64::new(0),
+            counts: moka::sync::Cache::new(10_000),
+        };
+        store.write("migrate", migrate).await?;
+        Ok(store)
     }
+
+    /// Runs `f` on the writer connection, then invalidates cached counts.
+    async fn write<T: Send + 'static>(
+        &self,
+        context: &'static str,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let r = run(&self.writer, context, f).await;
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        r
+    }
+
+    async fn read<T: Send + 'static>(
+        &self,
+        context: &'static str,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T> {
+        run(&self.reader, context, f).await
+    }
+}
+
+async fn run<T: Send + 'static>(
+    pool: &Pool,
+    context: &'static str,
+    f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+) -> Result<T> {
+    let conn = pool.get().await.map_err(|e| match e {
+        deadpool_sqlite::PoolError::Timeout(_) => {
+            Error::Unavailable("the database is busy; retry".into())
+        }
+        e => err(context, e),
+    })?;
+    conn.interact(f)
+        .await
+        .map_err(|e| err(context, e))?
+        .map_err(|e| err(context, e))
 }
 
 #[async_trait]
 impl Store for SqliteStore {
     async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1")
-            .execute(&self.reader)
+        self.read("ping", |c| c.query_row("SELECT 1", [], |_| Ok(())))
             .await
-            .map_err(|e| db_err("ping", e))?;
-        Ok(())
     }
 
     async fn setting_or_init(&self, name: &str, init: Vec<u8>) -> Result<Vec<u8>> {
-        sqlx::query(
-            "INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(name)
-        .bind(init)
-        .execute(&self.writer)
+        let name = name.to_owned();
+        self.write("setting", move |c| {
+            c.execute(
+                "INSERT INTO settings (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
+                params![name, init],
+            )?;
+            c.query_row("SELECT value FROM settings WHERE name = ?1", [&name], |r| {
+                r.get(0)
+            })
+        })
         .await
-        .map_err(|e| db_err("init setting", e))?;
-        let (v,): (Vec<u8>,) = sqlx::query_as("SELECT value FROM settings WHERE name = ?")
-            .bind(name)
-            .fetch_one(&self.writer)
-            .await
-            .map_err(|e| db_err("read setting", e))?;
-        Ok(v)
     }
 
     async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>> {
-        sqlx::query_as("SELECT kid, algorithm, private_key, public_key, create_time FROM signing_keys ORDER BY create_time, kid")
-            .fetch_all(&self.writer)
-            .await
-            .map_err(|e| db_err("signing keys", e))
+        self.read("signing keys", |c| {
+            let mut st = c.prepare_cached(
+                "SELECT kid, algorithm, private_key, public_key, create_time FROM signing_keys ORDER BY create_time, kid",
+            )?;
+            let rows = st.query_map([], |r| {
+                Ok(SigningKeyRecord {
+                    kid: r.get(0)?,
+                    algorithm: r.get(1)?,
+                    private_key: r.get(2)?,
+                    public_key: r.get(3)?,
+                    create_time: r.get(4)?,
+                })
+            })?;
+            rows.collect()
+        })
+        .await
     }
 
     async fn insert_signing_key(&self, k: &SigningKeyRecord) -> Result<()> {
-        sqlx::query("INSERT INTO signing_keys (kid, algorithm, private_key, public_key, create_time) VALUES (?, ?, ?, ?, ?)")
-            .bind(&k.kid)
-            .bind(&k.algorithm)
-            .bind(&k.private_key)
-            .bind(&k.public_key)
-            .bind(k.create_time)
-            .execute(&self.writer)
-            .await
-            .map_err(|e| db_err("insert signing key", e))?;
-        Ok(())
+        let k = k.clone();
+        self.write("insert signing key", move |c| {
+            c.execute(
+                "INSERT INTO signing_keys (kid, algorithm, private_key, public_key, create_time) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![k.kid, k.algorithm, k.private_key, k.public_key, k.create_time],
+            )
+            .map(drop)
+        })
+        .await
     }
 
     async fn create_group(&self, g: &GroupRecord) -> Result<()> {
-        let mut tx = self.writer.begin().await.map_err(|e| db_err("begin", e))?;
-        if let Some(parent) = &g.parent_uid {
-            let found: Option<(i64,)> = sqlx::query_as("SELECT 1 FROM groups WHERE uid = ?")
-                .bind(parent)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| db_err("find parent", e))?;
-            if found.is_none() {
-                return Err(Error::not_found(GROUP_TYPE, parent.clone()));
-            }
-        }
-        sqlx::query(
-            "INSERT INTO groups (uid, parent_uid, name, description, verified, create_time, update_time) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&g.uid)
-        .bind(&g.parent_uid)
-        .bind(&g.name)
-        .bind(&g.description)
-        .bind(g.verified)
-        .bind(g.create_time)
-        .bind(g.update_time)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| db_err("insert group", e))?;
-        tx.commit().await.map_err(|e| db_err("commit", e))
+        let g = g.clone();
+        self.write("create group", move |c| {
+                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                if let Some(parent) = &g.parent_uid {
+                    let found = tx.query_row("SELECT 1 FROM groups WHERE uid = ?1", [parent], |_| Ok(())).optional()?;
+                    if found.is_none() {
+                        return Ok(Err(Error::not_found(GROUP_TYPE, parent.clone())));
+                    }
+                }
+                tx.execute(
+                    "INSERT INTO groups (uid, parent_uid, name, description, verified, create_time, update_time) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![g.uid, g.parent_uid, g.name, g.description, g.verified, g.create_time, g.update_time],
+                )?;
+                tx.commit()?;
+                Ok(Ok(()))
+            })
+            .await?
     }
 
     async fn get_group(&self, uid: &Uidp) -> Result<Option<GroupRecord>> {
-        sqlx::query_as(&format!("SELECT {GROUP_COLUMNS} FROM groups WHERE uid = ?"))
-            .bind(uid.as_str())
-            .fetch_optional(&self.reader)
-            .await
-            .map_err(|e| db_err("get group", e))
+        let uid = uid.as_str().to_owned();
+        self.read("get group", move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {GROUP_COLUMNS} FROM groups WHERE uid = ?1"
+            ))?
+            .query_row([uid], group_from_row)
+            .optional()
+        })
+        .await
     }
 
     async fn update_group(
@@ -150,55 +245,74 @@ impl Store for SqliteStore {
         patch: &GroupPatch,
         now_ms: i64,
     ) -> Result<GroupRecord> {
-        let row: Option<GroupRecord> = sqlx::query_as(&format!(
-            "UPDATE groups SET name = COALESCE(?, name), description = COALESCE(?, description), \
-             update_time = CASE WHEN ? > update_time THEN ? ELSE update_time + 1 END \
-             WHERE uid = ? RETURNING {GROUP_COLUMNS}"
-        ))
-        .bind(&patch.name)
-        .bind(&patch.description)
-        .bind(now_ms)
-        .bind(now_ms)
-        .bind(uid.as_str())
-        .fetch_optional(&self.writer)
-        .await
-        .map_err(|e| db_err("update group", e))?;
+        let (key, patch) = (uid.as_str().to_owned(), patch.clone());
+        let row = self
+            .write("update group", move |c| {
+                c.prepare_cached(&format!(
+                    "UPDATE groups SET name = COALESCE(?1, name), description = COALESCE(?2, description), \
+                     update_time = CASE WHEN ?3 > update_time THEN ?3 ELSE update_time + 1 END \
+                     WHERE uid = ?4 RETURNING {GROUP_COLUMNS}"
+                ))?
+                .query_row(params![patch.name, patch.description, now_ms, key], group_from_row)
+                .optional()
+            })
+            .await?;
         row.ok_or_else(|| Error::not_found(GROUP_TYPE, uid.as_str()))
     }
 
     async fn delete_group(&self, uid: &Uidp) -> Result<()> {
-        let mut tx = self.writer.begin().await.map_err(|e| db_err("begin", e))?;
-        let child: Option<(i64,)> =
-            sqlx::query_as("SELECT 1 FROM groups WHERE parent_uid = ? LIMIT 1")
-                .bind(uid.as_str())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| db_err("find children", e))?;
-        if child.is_some() {
-            return Err(has_children(uid));
-        }
-        let done = sqlx::query("DELETE FROM groups WHERE uid = ?")
-            .bind(uid.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| db_err("delete group", e))?;
-        if done.rows_affected() == 0 {
-            return Err(Error::not_found(GROUP_TYPE, uid.as_str()));
-        }
-        tx.commit().await.map_err(|e| db_err("commit", e))
+        let u = uid.clone();
+        self.write("delete group", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let child = tx
+                .query_row(
+                    "SELECT 1 FROM groups WHERE parent_uid = ?1 LIMIT 1",
+                    [u.as_str()],
+                    |_| Ok(()),
+                )
+                .optional()?;
+            if child.is_some() {
+                return Ok(Err(has_children(&u)));
+            }
+            if tx.execute("DELETE FROM groups WHERE uid = ?1", [u.as_str()])? == 0 {
+                return Ok(Err(Error::not_found(GROUP_TYPE, u.as_str())));
+            }
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
     }
 
     async fn list_groups(&self, q: &ListQuery) -> Result<Page<GroupRecord>> {
-        let c = sql::count(Dialect::Sqlite, "groups", q);
-        let (total,): (i64,) = sql::bind_all(sqlx::query_as(&c.sql), c.binds)
-            .fetch_one(&self.reader)
-            .await
-            .map_err(|e| db_err("count groups", e))?;
-        let p = sql::page(Dialect::Sqlite, "groups", GROUP_COLUMNS, q);
-        let rows = sql::bind_all(sqlx::query_as(&p.sql), p.binds)
-            .fetch_all(&self.reader)
-            .await
-            .map_err(|e| db_err("list groups", e))?;
+        let count = sql::count(Dialect::Sqlite, "groups", q);
+        let page = sql::page(Dialect::Sqlite, "groups", GROUP_COLUMNS, q);
+        // Read the generation before counting: a write that lands meanwhile bumps
+        // it, so a count that might include or miss that write is never reused.
+        let generation = self.generation.load(Ordering::SeqCst);
+        let count_key = format!("{}|{:?}", count.sql, count.binds);
+        let cached = self
+            .counts
+            .get(&count_key)
+            .filter(|(g, _)| *g == generation)
+            .map(|(_, n)| n);
+        let (total, rows) = self
+            .read("list groups", move |c| {
+                let total = match cached {
+                    Some(n) => n,
+                    None => c
+                        .prepare_cached(&count.sql)?
+                        .query_row(params_from_iter(values(count.binds)), |r| r.get(0))?,
+                };
+                let rows = c
+                    .prepare_cached(&page.sql)?
+                    .query_map(params_from_iter(values(page.binds)), group_from_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok((total, rows))
+            })
+            .await?;
+        if cached.is_none() {
+            self.counts.insert(count_key, (generation, total));
+        }
         Ok(page_of(rows, q, total))
     }
 }

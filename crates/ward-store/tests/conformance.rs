@@ -1039,3 +1039,30 @@ async fn concurrent_creates_under_one_parent() {
         );
     }
 }
+
+/// `total_count` follows every write at once, even where a backend caches counts.
+#[tokio::test(flavor = "multi_thread")]
+async fn total_count_follows_writes() {
+    for b in backends().await {
+        let org = root("org");
+        b.store.create_group(&org).await.unwrap();
+        let q = query(UidpFilter {
+            descendants_of: Some(uidp(&org.uid)),
+            ..UidpFilter::default()
+        });
+        let count = |q: ListQuery| {
+            let store = b.store.clone();
+            async move { store.list_groups(&q).await.unwrap().total_count }
+        };
+        assert_eq!(count(q.clone()).await, 1, "{}", b.name);
+        assert_eq!(count(q.clone()).await, 1, "{} (repeated)", b.name);
+        let kid = child(&org, "kid");
+        b.store.create_group(&kid).await.unwrap();
+        assert_eq!(count(q.clone()).await, 2, "{} after create", b.name);
+        b.store.delete_group(&uidp(&kid.uid)).await.unwrap();
+        assert_eq!(count(q.clone()).await, 1, "{} after delete", b.name);
+        // A failed write changes nothing and the count stays right.
+        assert!(b.store.delete_group(&uidp(&kid.uid)).await.is_err());
+        assert_eq!(count(q).await, 1, "{} after a failed delete", b.name);
+    }
+}
