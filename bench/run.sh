@@ -84,8 +84,8 @@ def ms(s):
     v, u = re.match(r"([\d.]+)(us|ms|s)", s).groups()
     return float(v) * {"us": 0.001, "ms": 1, "s": 1000}[u]
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
-p50 = ms(re.search(r"50%\s+(\S+)", t).group(1))
-p99 = ms(re.search(r"99%\s+(\S+)", t).group(1))
+p50 = ms(re.search(r"^\s+50%\s+(\S+)", t, re.M).group(1))
+p99 = ms(re.search(r"^\s+99%\s+(\S+)", t, re.M).group(1))
 errs = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
 print(f"{rps:.0f} {p50:.2f} {p99:.2f} {errs.group(1) if errs else 0}")'
 }

@@ -5,22 +5,28 @@
 //! and a single connection turns contention into queueing instead of BUSY
 //! errors) and a pool of readers that read concurrently with it.
 //!
-//! Queries run through rusqlite on blocking threads, one hand-off per query:
-//! SQLite answers in microseconds, so crossing threads per *row* (as an async
-//! driver must) would cost more than the query itself.
+//! Queries run through rusqlite. Writes (which wait for fsync) run on blocking
+//! threads. Reads run inline on the calling thread, each on a read connection of
+//! its own. They are bounded (point lookups, pages of at most 201 rows, counts
+//! that are cached), and SQLite answers them from its page cache in
+//! microseconds, while a thread hand-off costs tens of microseconds, and
+//! crossing threads per *row*, as an async driver does, far more.
 //!
 //! `totalCount` of a listing is cached per query and invalidated by any write.
 //! This is exact because an embedded SQLite database has exactly one Ward
 //! process writing to it (several replicas use PostgreSQL).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_sqlite::{Config, Hook, HookError, Pool, Runtime};
 use rusqlite::types::Value;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
+use rusqlite::{
+    Connection, OpenFlags, OptionalExtension, TransactionBehavior, params, params_from_iter,
+};
 use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
@@ -35,11 +41,9 @@ const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_init.sql")
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
                        PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;";
 
-const READERS: usize = 4;
-
 pub struct SqliteStore {
     writer: Pool,
-    reader: Pool,
+    readers: Arc<Readers>,
     /// Bumped after every write; cached counts from an older generation are stale.
     generation: AtomicU64,
     counts: moka::sync::Cache<String, (u64, i64)>,
@@ -99,6 +103,59 @@ fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
     tx.commit()
 }
 
+/// Read-only connections, used inline: a caller takes any free one without
+/// waiting, and only when every one is busy waits for one on a blocking thread.
+struct Readers {
+    conns: Vec<Mutex<Connection>>,
+    next: AtomicUsize,
+}
+
+impl Readers {
+    fn open(path: &Path) -> Result<Self> {
+        let n = std::thread::available_parallelism()
+            .map_or(4, |n| n.get() * 2)
+            .max(4);
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conns = (0..n)
+            .map(|_| {
+                let c = Connection::open_with_flags(path, flags)?;
+                c.busy_timeout(Duration::from_secs(10))?;
+                Ok(Mutex::new(c))
+            })
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| err("open sqlite readers", e))?;
+        Ok(Self {
+            conns,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// Runs `f` on a free connection right here, if there is one.
+    fn try_run<T>(&self, f: &mut Option<impl FnOnce(&mut Connection) -> T>) -> Option<T> {
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        for i in 0..self.conns.len() {
+            let guard = match self.conns[(start + i) % self.conns.len()].try_lock() {
+                Ok(g) => g,
+                // A panic while reading leaves the connection usable.
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => continue,
+            };
+            let mut conn = guard;
+            return f.take().map(|f| f(&mut conn));
+        }
+        None
+    }
+
+    /// Waits for a connection (blocking) and runs `f`.
+    fn run_blocking<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
+        let mut conn = self.conns[i].lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut conn)
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file and runs migrations.
     pub async fn open(path: &Path) -> Result<Self> {
@@ -107,14 +164,14 @@ impl SqliteStore {
                 .map_err(|e| err(&format!("create {}", dir.display()), e))?;
         }
         let writer = pool(path, 1)?;
-        let store = Self {
+        // Creates the file (and the WAL) before the read-only connections open it.
+        run(&writer, "migrate", migrate).await?;
+        Ok(Self {
             writer,
-            reader: pool(path, READERS)?,
+            readers: Arc::new(Readers::open(path)?),
             generation: AtomicU64::new(0),
             counts: moka::sync::Cache::new(10_000),
-        };
-        store.write("migrate", migrate).await?;
-        Ok(store)
+        })
     }
 
     /// Runs `f` on the writer connection, then invalidates cached counts.
@@ -133,7 +190,17 @@ impl SqliteStore {
         context: &'static str,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T> {
-        run(&self.reader, context, f).await
+        let mut f = Some(f);
+        let r = match self.readers.try_run(&mut f) {
+            Some(r) => r,
+            None => {
+                let (readers, f) = (self.readers.clone(), f.take().expect("not yet run"));
+                tokio::task::spawn_blocking(move || readers.run_blocking(f))
+                    .await
+                    .map_err(|e| err(context, e))?
+            }
+        };
+        r.map_err(|e| err(context, e))
     }
 }
 
