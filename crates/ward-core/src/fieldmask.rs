@@ -19,8 +19,9 @@ pub struct Updatable {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldMask(Vec<&'static str>);
 
-/// `createTime` → `create_time`.
-fn snake(path: &str) -> String {
+/// `createTime` → `create_time`; `uidp.descendantsOf` → `uidp.descendants_of`.
+/// Request field names arrive in either form (proto or JSON names).
+pub fn snake(path: &str) -> String {
     let mut out = String::with_capacity(path.len() + 4);
     for c in path.chars() {
         if c.is_ascii_uppercase() {

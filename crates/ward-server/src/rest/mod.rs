@@ -9,6 +9,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
+use ward_core::fieldmask::snake;
 use ward_core::{Error, Result};
 use ward_proto::common::UidpFilter;
 
@@ -72,20 +73,6 @@ impl FromRequestParts<Arc<Ward>> for Auth {
     }
 }
 
-/// `updateMask` → `update_mask`, `uidp.descendantsOf` → `uidp.descendants_of`.
-fn snake_key(k: &str) -> String {
-    let mut out = String::with_capacity(k.len() + 4);
-    for c in k.chars() {
-        if c.is_ascii_uppercase() {
-            out.push('_');
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// Query parameters, keyed by snake_case name (camelCase is accepted too), with
 /// repeated keys kept. Handlers take what they know; [`Params::finish`] rejects
 /// the rest, so a misspelt filter is an error instead of a silently wider list.
@@ -97,7 +84,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (k, v) in form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()) {
-            map.entry(snake_key(&k)).or_default().push(v.into_owned());
+            map.entry(snake(&k)).or_default().push(v.into_owned());
         }
         Ok(Params(map))
     }
