@@ -74,7 +74,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .extern_path(".google.protobuf.Timestamp", "crate::Timestamp")
         .emit_fields()
         .ignore_unknown_fields()
-        .build(&[".chainguard.platform.common", ".chainguard.platform.iam.v2"])?;
+        .build(&[
+            ".chainguard.capabilities",
+            ".chainguard.platform.common",
+            ".chainguard.platform.iam.v2",
+        ])?;
     Ok(())
 }
 

@@ -127,12 +127,23 @@ pub struct Cursor {
     pub uid: String,
 }
 
+/// A value for an exact-match column filter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum FilterValue {
+    Text(String),
+    Int(i64),
+}
+
 /// A fully parsed list request, as a store executes it.
 #[derive(Clone, Debug, Default)]
 pub struct ListQuery {
     pub uidp: UidpFilter,
     /// Exact-match name filter.
     pub name: Option<String>,
+    /// Further exact-match filters: (column, value). Columns come from the
+    /// service layer, never from the client.
+    pub filters: Vec<(&'static str, FilterValue)>,
     pub order: OrderBy,
     pub page_size: u32,
     pub skip: u32,
@@ -160,6 +171,7 @@ impl ListQuery {
             "r": f.in_root,
             "i": ids,
             "n": self.name,
+            "f": self.filters,
             "o": self.order,
         })
         .to_string()

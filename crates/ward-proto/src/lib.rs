@@ -11,6 +11,13 @@ pub use timestamp::Timestamp;
 // Generated code: lints are the generator's business, not ours.
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod chainguard {
+    pub mod capabilities {
+        include!(concat!(env!("OUT_DIR"), "/chainguard.capabilities.rs"));
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/chainguard.capabilities.serde.rs"
+        ));
+    }
     pub mod platform {
         pub mod common {
             include!(concat!(env!("OUT_DIR"), "/chainguard.platform.common.rs"));
@@ -38,6 +45,7 @@ pub mod chainguard {
     }
 }
 
+pub use chainguard::capabilities;
 pub use chainguard::platform::{common, iam};
 
 /// The encoded `FileDescriptorSet` of every served package, for gRPC reflection.

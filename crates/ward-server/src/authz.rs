@@ -1,13 +1,73 @@
 //! Authentication and the one authorization function every call goes through.
 //!
-//! In this version the server admin is the only identity with grants; role
-//! bindings plug in here without touching the services or transports.
+//! Authorization is evaluated live against role bindings. A capability holds at
+//! scope S when the caller has a binding at S or at an ancestor of S whose role
+//! includes it. A caller's grants (group → capabilities) are loaded with one
+//! indexed query and cached per identity for at most [`GRANTS_TTL`]. Role and
+//! binding changes on this server clear the cache at once; on another replica
+//! sharing the database they take effect within that bound. A check is then a
+//! walk over the scope's prefixes (its ancestors), with no tree walk and no
+//! binding scan.
 
-use ward_core::capability::Capability;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ward_core::capability::{CapSet, Capability};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
 use crate::ward::Ward;
+
+/// How long a replica may act on grants it read from the database.
+pub const GRANTS_TTL: Duration = Duration::from_secs(2);
+
+/// What an identity is granted, by group.
+#[derive(Debug, Default)]
+pub struct Grants {
+    by_scope: HashMap<String, CapSet>,
+}
+
+impl Grants {
+    pub fn from_rows(rows: Vec<(String, String)>) -> Self {
+        let mut by_scope: HashMap<String, CapSet> = HashMap::new();
+        for (scope, caps) in rows {
+            let e = by_scope.entry(scope).or_default();
+            *e = e.union(CapSet::from_storage(&caps));
+        }
+        Self { by_scope }
+    }
+
+    /// Everything granted at `scope`: bindings there and at every ancestor.
+    pub fn at(&self, scope: &Uidp) -> CapSet {
+        scope
+            .self_and_ancestors()
+            .iter()
+            .filter_map(|s| self.by_scope.get(s.as_str()))
+            .fold(CapSet::EMPTY, |a, b| a.union(*b))
+    }
+
+    /// The scopes whose bindings grant `cap` (everything below them is covered).
+    pub fn scopes_with(&self, cap: Capability) -> Vec<Uidp> {
+        let mut v: Vec<Uidp> = self
+            .by_scope
+            .iter()
+            .filter(|(_, caps)| caps.contains(cap))
+            .filter_map(|(s, _)| Uidp::parse("scope", s).ok())
+            .collect();
+        v.sort();
+        v
+    }
+
+    pub fn anywhere(&self, cap: Capability) -> bool {
+        self.by_scope.values().any(|c| c.contains(cap))
+    }
+
+    /// Every group the caller has bindings at, with what they grant there.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, CapSet)> {
+        self.by_scope.iter().map(|(s, c)| (s.as_str(), *c))
+    }
+}
 
 /// Who is calling, as established from a verified token.
 #[derive(Clone, Debug)]
@@ -15,10 +75,12 @@ pub struct Caller {
     /// The identity UIDP (`sub`).
     pub subject: String,
     pub is_admin: bool,
+    pub grants: Arc<Grants>,
 }
 
 impl Ward {
-    /// Verifies the `Authorization` header value and returns the caller.
+    /// Verifies the `Authorization` header value and returns the caller with
+    /// their current grants.
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller> {
         let header = authorization.ok_or_else(|| {
             Error::Unauthenticated(
@@ -29,50 +91,127 @@ impl Ward {
             Error::Unauthenticated("the Authorization header must be \"Bearer <token>\"".into())
         })?;
         let claims = self.tokens.verify(token).await?;
+        let is_admin = claims.sub == self.admin.as_str();
+        let grants = if is_admin {
+            Arc::new(Grants::default())
+        } else {
+            self.grants_of(&claims.sub).await?
+        };
         Ok(Caller {
-            is_admin: claims.sub == self.admin.as_str(),
             subject: claims.sub.clone(),
+            is_admin,
+            grants,
         })
     }
 
-    /// Whether `caller` holds `cap` at `scope`. A resource the caller cannot see
-    /// is NOT_FOUND (`resource_type` names it); one it can see but not change is
-    /// PERMISSION_DENIED.
+    async fn grants_of(&self, subject: &str) -> Result<Arc<Grants>> {
+        if let Some(g) = self.grants_cache.get(subject) {
+            return Ok(g);
+        }
+        let g = Arc::new(Grants::from_rows(self.store.grants(subject).await?));
+        self.grants_cache.insert(subject.to_owned(), g.clone());
+        Ok(g)
+    }
+
+    /// Forgets cached grants after a role or binding change on this server.
+    pub(crate) fn grants_changed(&self) {
+        self.grants_cache.invalidate_all();
+    }
+
+    /// The capabilities `caller` holds at `scope` (everything, for the admin).
+    pub fn caps_at(&self, caller: &Caller, scope: &Uidp) -> CapSet {
+        if caller.is_admin {
+            CapSet::all()
+        } else {
+            caller.grants.at(scope)
+        }
+    }
+
+    /// Requires `cap` at `scope`. A caller who does not hold `seen_with` there
+    /// (the list capability of the thing at `scope`) cannot see it: NOT_FOUND of
+    /// `resource_type`. One who can see it but lacks `cap` gets PERMISSION_DENIED.
     pub fn authorize(
         &self,
         caller: &Caller,
         cap: Capability,
         scope: &Uidp,
+        seen_with: Capability,
         resource_type: &'static str,
     ) -> Result<()> {
         if caller.is_admin {
+            tracing::info!(target: "ward::audit", cap = cap.dotted_name(), scope = %scope, "server admin access");
             return Ok(());
         }
-        tracing::debug!(
-            subject = caller.subject,
-            cap = cap.dotted_name(),
-            "denied: no grants"
-        );
-        Err(Error::not_found(resource_type, scope.as_str()))
+        let caps = caller.grants.at(scope);
+        if caps.contains(cap) {
+            Ok(())
+        } else if caps.contains(seen_with) {
+            Err(Error::PermissionDenied(format!(
+                "{} is required on {scope}",
+                cap.dotted_name()
+            )))
+        } else {
+            Err(Error::not_found(resource_type, scope.as_str()))
+        }
     }
 
-    /// Authorization for calls with no scope (creating an organization).
-    pub fn authorize_unscoped(&self, caller: &Caller, cap: Capability) -> Result<()> {
-        if caller.is_admin {
+    /// Refuses to grant more than the caller holds at `scope` (no escalation).
+    pub fn check_no_escalation(
+        &self,
+        caller: &Caller,
+        scope: &Uidp,
+        granted: CapSet,
+    ) -> Result<()> {
+        let held = self.caps_at(caller, scope);
+        if granted.is_subset(held) {
             return Ok(());
         }
+        let missing: Vec<&str> = granted
+            .iter()
+            .filter(|c| !held.contains(*c))
+            .map(Capability::dotted_name)
+            .collect();
         Err(Error::PermissionDenied(format!(
-            "{} requires the server admin",
-            cap.dotted_name()
+            "cannot grant capabilities you do not hold on {scope}: {}",
+            missing.join(", ")
         )))
     }
 
     /// The scopes in which `caller` may list with `cap`: `None` means everywhere.
-    pub fn visible_scopes(&self, caller: &Caller, _cap: Capability) -> Option<Vec<Uidp>> {
+    pub fn visible_scopes(&self, caller: &Caller, cap: Capability) -> Option<Vec<Uidp>> {
         if caller.is_admin {
             None
         } else {
-            Some(Vec::new())
+            Some(caller.grants.scopes_with(cap))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ward_core::capability::Capability::*;
+
+    #[test]
+    fn grants_cover_descendants_only() {
+        let org = Uidp::new_root();
+        let team = org.new_child();
+        let other = org.new_child();
+        let g = Grants::from_rows(vec![
+            (
+                team.as_str().into(),
+                CapSet::from_iter([IamGroupsList]).to_storage(),
+            ),
+            (
+                org.as_str().into(),
+                CapSet::from_iter([IamRolesList]).to_storage(),
+            ),
+        ]);
+        assert!(g.at(&team.new_child()).contains(IamGroupsList));
+        assert!(g.at(&team).contains(IamRolesList));
+        assert!(!g.at(&other).contains(IamGroupsList));
+        assert!(!g.at(&org).contains(IamGroupsList));
+        assert_eq!(g.scopes_with(IamGroupsList), vec![team]);
+        assert!(g.anywhere(IamRolesList) && !g.anywhere(IamGroupsDelete));
     }
 }

@@ -31,6 +31,11 @@ pub struct ServerConfig {
     /// Development mode: print ready-to-paste `export` lines for the admin token.
     #[arg(long, env = "WARD_DEV")]
     pub dev: bool,
+
+    /// Let identities other than the server admin create organizations (each
+    /// creator becomes the new organization's owner).
+    #[arg(long, env = "WARD_ALLOW_ORG_CREATION")]
+    pub allow_org_creation: bool,
 }
 
 impl ServerConfig {
@@ -43,6 +48,7 @@ impl ServerConfig {
             issuer_url: None,
             api_url: None,
             dev: false,
+            allow_org_creation: false,
         }
     }
 
@@ -86,6 +92,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("issuer_url", &self.issuer_url)
             .field("api_url", &self.api_url)
             .field("dev", &self.dev)
+            .field("allow_org_creation", &self.allow_org_creation)
             .finish()
     }
 }

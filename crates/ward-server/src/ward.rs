@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use rand::RngCore;
 use ward_auth::Tokens;
+use ward_core::capability::BUILTIN_ROLES;
 use ward_core::clock::Clock;
 use ward_core::pagetoken::PageTokens;
 use ward_core::uidp::Uidp;
@@ -24,6 +25,10 @@ pub struct Ward {
     pub page_tokens: PageTokens,
     /// The server-admin identity (break-glass: may do everything).
     pub admin: Uidp,
+    /// Whether identities other than the admin may create organizations.
+    pub allow_org_creation: bool,
+    /// Grants per identity, for at most `authz::GRANTS_TTL`.
+    pub(crate) grants_cache: moka::sync::Cache<String, Arc<crate::authz::Grants>>,
 }
 
 impl Ward {
@@ -48,12 +53,32 @@ impl Ward {
         rand::thread_rng().fill_bytes(&mut key);
         let page_key = store.setting_or_init(SETTING_PAGE_KEY, key).await?;
         let tokens = Tokens::load(store.clone(), clock.clone(), issuer, audience).await?;
+        let now = clock.now_millis();
+        let builtins: Vec<ward_store::RoleRecord> = BUILTIN_ROLES
+            .iter()
+            .map(|r| ward_store::RoleRecord {
+                uid: r.uid(),
+                parent_uid: None,
+                name: r.name.into(),
+                description: r.description.into(),
+                capabilities: r.caps().to_storage(),
+                create_time: now,
+                update_time: now,
+            })
+            .collect();
+        store.upsert_builtin_roles(&builtins).await?;
+        let grants_cache = moka::sync::Cache::builder()
+            .max_capacity(100_000)
+            .time_to_live(crate::authz::GRANTS_TTL)
+            .build();
         Ok(Self {
             store,
             tokens,
             clock,
             page_tokens: PageTokens::new(page_key),
             admin,
+            allow_org_creation: false,
+            grants_cache,
         })
     }
 

@@ -22,8 +22,11 @@ mod sql;
 pub mod sqlite;
 pub mod testing;
 
-/// Resource type name used in NOT_FOUND details.
+/// Resource type names used in NOT_FOUND details.
 pub const GROUP_TYPE: &str = "iam.chainguard.dev/Group";
+pub const IDENTITY_TYPE: &str = "iam.chainguard.dev/Identity";
+pub const ROLE_TYPE: &str = "iam.chainguard.dev/Role";
+pub const ROLE_BINDING_TYPE: &str = "iam.chainguard.dev/RoleBinding";
 
 /// A stored group. Times are milliseconds since the Unix epoch.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -35,6 +38,86 @@ pub struct GroupRecord {
     pub verified: bool,
     pub create_time: i64,
     pub update_time: i64,
+}
+
+/// A stored identity. The relationship is kept as proto3 JSON (the service
+/// layer owns its shape); issuer and subject are copied out for lookups.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct IdentityRecord {
+    pub uid: String,
+    pub parent_uid: Option<String>,
+    pub name: String,
+    pub description: String,
+    pub company: String,
+    pub relationship_type: i64,
+    pub relationship: String,
+    pub issuer: String,
+    pub subject: String,
+    pub last_seen_time: Option<i64>,
+    pub create_time: i64,
+    pub update_time: i64,
+}
+
+/// A stored role; built-in roles have no parent. Capabilities are in
+/// `CapSet::to_storage` form.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct RoleRecord {
+    pub uid: String,
+    pub parent_uid: Option<String>,
+    pub name: String,
+    pub description: String,
+    pub capabilities: String,
+    pub create_time: i64,
+    pub update_time: i64,
+}
+
+/// A stored role binding; the bound group is `parent_uid`.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct RoleBindingRecord {
+    pub uid: String,
+    pub parent_uid: String,
+    pub identity_uid: String,
+    pub role_uid: String,
+    pub create_time: i64,
+    pub update_time: i64,
+}
+
+/// A role binding with its identity, group and role, as the API returns it.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct HydratedBinding {
+    pub uid: String,
+    pub parent_uid: String,
+    pub identity_uid: String,
+    pub role_uid: String,
+    pub create_time: i64,
+    pub update_time: i64,
+    /// The role's name (what `order_by=name` sorts by).
+    pub name: String,
+    pub identity_name: String,
+    pub identity_description: String,
+    pub identity_subject: String,
+    pub identity_issuer: String,
+    pub group_name: String,
+    pub group_description: String,
+    pub role_description: String,
+}
+
+/// Fields an identity update sets; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct IdentityPatch {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub company: Option<String>,
+    /// (relationship_type, relationship JSON, issuer, subject)
+    pub relationship: Option<(i64, String, String, String)>,
+}
+
+/// Fields a role update sets.
+#[derive(Clone, Debug, Default)]
+pub struct RolePatch {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub capabilities: Option<String>,
 }
 
 /// The fields an update sets; `None` leaves a field as it is.
@@ -77,9 +160,13 @@ pub trait Store: Send + Sync + 'static {
     async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>>;
     async fn insert_signing_key(&self, key: &SigningKeyRecord) -> Result<()>;
 
-    /// Inserts a group. NOT_FOUND if its parent does not exist (checked in the
-    /// same transaction).
-    async fn create_group(&self, group: &GroupRecord) -> Result<()>;
+    /// Inserts a group, and with it `owner` (the creator's binding) in the same
+    /// transaction. NOT_FOUND if its parent does not exist.
+    async fn create_group(
+        &self,
+        group: &GroupRecord,
+        owner: Option<&RoleBindingRecord>,
+    ) -> Result<()>;
     async fn get_group(&self, uid: &Uidp) -> Result<Option<GroupRecord>>;
     /// Sets the given fields and `update_time` in one statement (so concurrent
     /// updates of different fields never undo each other) and returns the result.
@@ -92,9 +179,50 @@ pub trait Store: Send + Sync + 'static {
         now_ms: i64,
     ) -> Result<GroupRecord>;
     /// Deletes a group. NOT_FOUND if absent; FAILED_PRECONDITION
-    /// (RESOURCE_NOT_EMPTY) while it has children.
+    /// (RESOURCE_NOT_EMPTY, naming what is in the way) while it has children of
+    /// any kind.
     async fn delete_group(&self, uid: &Uidp) -> Result<()>;
     async fn list_groups(&self, query: &ListQuery) -> Result<Page<GroupRecord>>;
+
+    /// NOT_FOUND if the parent group does not exist.
+    async fn create_identity(&self, identity: &IdentityRecord) -> Result<()>;
+    async fn get_identity(&self, uid: &Uidp) -> Result<Option<IdentityRecord>>;
+    async fn update_identity(
+        &self,
+        uid: &Uidp,
+        patch: &IdentityPatch,
+        now_ms: i64,
+    ) -> Result<IdentityRecord>;
+    /// FAILED_PRECONDITION while role bindings name the identity.
+    async fn delete_identity(&self, uid: &Uidp) -> Result<()>;
+    async fn list_identities(&self, query: &ListQuery) -> Result<Page<IdentityRecord>>;
+
+    /// Inserts or refreshes the built-in roles (idempotent; every start).
+    async fn upsert_builtin_roles(&self, roles: &[RoleRecord]) -> Result<()>;
+    /// NOT_FOUND if the parent group does not exist.
+    async fn create_role(&self, role: &RoleRecord) -> Result<()>;
+    async fn get_role(&self, uid: &Uidp) -> Result<Option<RoleRecord>>;
+    async fn update_role(&self, uid: &Uidp, patch: &RolePatch, now_ms: i64) -> Result<RoleRecord>;
+    /// FAILED_PRECONDITION while the role is bound.
+    async fn delete_role(&self, uid: &Uidp) -> Result<()>;
+    async fn list_roles(&self, query: &ListQuery) -> Result<Page<RoleRecord>>;
+
+    /// NOT_FOUND if the group, identity or role does not exist.
+    async fn create_binding(&self, binding: &RoleBindingRecord) -> Result<()>;
+    async fn get_binding(&self, uid: &Uidp) -> Result<Option<HydratedBinding>>;
+    /// Points the binding at another role. NOT_FOUND if the binding or role is gone.
+    async fn update_binding(
+        &self,
+        uid: &Uidp,
+        role_uid: &str,
+        now_ms: i64,
+    ) -> Result<HydratedBinding>;
+    /// Whether a binding was deleted (deleting a missing one is not an error).
+    async fn delete_binding(&self, uid: &Uidp) -> Result<bool>;
+    async fn list_bindings(&self, query: &ListQuery) -> Result<Page<HydratedBinding>>;
+
+    /// Every (group uid, role capabilities) the identity is bound to.
+    async fn grants(&self, identity_uid: &str) -> Result<Vec<(String, String)>>;
 }
 
 /// Opens the store named by `database`: a `postgres://` / `postgresql://` URL, or
@@ -118,29 +246,47 @@ pub(crate) fn db_err(context: &str, e: sqlx::Error) -> Error {
     }
 }
 
-/// The "child groups" precondition failure, shared by both backends.
-pub(crate) fn has_children(uid: &Uidp) -> Error {
-    Error::not_empty(uid.as_str(), "cannot delete group with child groups")
+/// What keyset pagination needs from a listed record.
+pub(crate) trait Listed {
+    fn uid(&self) -> &str;
+    fn sort_key(&self, field: ward_core::listing::SortField) -> ward_core::listing::CursorKey;
 }
 
+macro_rules! listed {
+    ($t:ty) => {
+        impl Listed for $t {
+            fn uid(&self) -> &str {
+                &self.uid
+            }
+            fn sort_key(
+                &self,
+                field: ward_core::listing::SortField,
+            ) -> ward_core::listing::CursorKey {
+                use ward_core::listing::{CursorKey, SortField};
+                match field {
+                    SortField::Uid => CursorKey::Text(self.uid.clone()),
+                    SortField::Name => CursorKey::Text(self.name.clone()),
+                    SortField::CreateTime => CursorKey::Millis(self.create_time),
+                    SortField::UpdateTime => CursorKey::Millis(self.update_time),
+                }
+            }
+        }
+    };
+}
+listed!(GroupRecord);
+listed!(IdentityRecord);
+listed!(RoleRecord);
+listed!(HydratedBinding);
+
 /// Builds a page from `limit + 1` fetched rows.
-pub(crate) fn page_of(
-    mut rows: Vec<GroupRecord>,
-    query: &ListQuery,
-    total_count: i64,
-) -> Page<GroupRecord> {
-    use ward_core::listing::{Cursor, CursorKey, SortField};
+pub(crate) fn page_of<T: Listed>(mut rows: Vec<T>, query: &ListQuery, total_count: i64) -> Page<T> {
+    use ward_core::listing::Cursor;
     let more = rows.len() > query.page_size as usize;
     rows.truncate(query.page_size as usize);
     let next = match (more, rows.last()) {
         (true, Some(last)) => Some(Cursor {
-            key: match query.order.field {
-                SortField::Uid => CursorKey::Text(last.uid.clone()),
-                SortField::Name => CursorKey::Text(last.name.clone()),
-                SortField::CreateTime => CursorKey::Millis(last.create_time),
-                SortField::UpdateTime => CursorKey::Millis(last.update_time),
-            },
-            uid: last.uid.clone(),
+            key: last.sort_key(query.order.field),
+            uid: last.uid().to_owned(),
         }),
         _ => None,
     };
@@ -149,4 +295,30 @@ pub(crate) fn page_of(
         next,
         total_count,
     }
+}
+
+/// The precondition failure for deleting a group that still holds things.
+pub(crate) fn group_not_empty(uid: &Uidp, kinds: &[&str]) -> Error {
+    Error::not_empty(
+        uid.as_str(),
+        format!("cannot delete group with child {}", kinds.join(", ")),
+    )
+}
+
+/// The precondition failure for deleting something role bindings still use.
+pub(crate) fn still_bound(what: &str, uid: &Uidp, bindings: &[String]) -> Error {
+    let more = if bindings.len() > 5 {
+        format!(" and {} more", bindings.len() - 5)
+    } else {
+        String::new()
+    };
+    let shown: Vec<&str> = bindings.iter().take(5).map(String::as_str).collect();
+    Error::FailedPrecondition(vec![ward_core::error::PreconditionViolation {
+        kind: "RESOURCE_IN_USE".into(),
+        subject: uid.as_str().to_owned(),
+        description: format!(
+            "cannot delete {what} while role bindings use it: {}{more}",
+            shown.join(", ")
+        ),
+    }])
 }

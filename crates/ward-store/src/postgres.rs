@@ -8,14 +8,17 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::{FromRow, PgConnection};
 use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
-use crate::sql::{self, Dialect, GROUP_COLUMNS};
+use crate::sql::{self, BINDING_COLUMNS, Dialect, GROUP_COLUMNS, IDENTITY_COLUMNS, ROLE_COLUMNS};
 use crate::{
-    GROUP_TYPE, GroupPatch, GroupRecord, SigningKeyRecord, Store, db_err, has_children, page_of,
+    GROUP_TYPE, GroupPatch, GroupRecord, HydratedBinding, IDENTITY_TYPE, IdentityPatch,
+    IdentityRecord, Listed, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord, RolePatch, RoleRecord,
+    SigningKeyRecord, Store, db_err, group_not_empty, page_of, still_bound,
 };
 
 pub struct PostgresStore {
@@ -37,6 +40,127 @@ impl PostgresStore {
             .await
             .map_err(|e| Error::internal(format_args!("postgres migrations: {e}")))?;
         Ok(Self { pool })
+    }
+}
+
+type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+
+/// Locks the row `uid` of `table` (`FOR SHARE` or `FOR UPDATE`); false if absent.
+async fn lock(tx: &mut PgConnection, table: &str, uid: &str, mode: &str) -> Result<bool> {
+    let found: Option<(i32,)> =
+        sqlx::query_as(&format!("SELECT 1 FROM {table} WHERE uid = $1 {mode}"))
+            .bind(uid)
+            .fetch_optional(tx)
+            .await
+            .map_err(|e| db_err("lock row", e))?;
+    Ok(found.is_some())
+}
+
+/// Uids of the role bindings whose `column` is `uid`.
+async fn bound_by(tx: &mut PgConnection, column: &str, uid: &str) -> Result<Vec<String>> {
+    let rows: Vec<(String,)> = sqlx::query_as(&format!(
+        "SELECT uid FROM role_bindings WHERE {column} = $1 ORDER BY uid"
+    ))
+    .bind(uid)
+    .fetch_all(tx)
+    .await
+    .map_err(|e| db_err("find bindings", e))?;
+    Ok(rows.into_iter().map(|(u,)| u).collect())
+}
+
+async fn insert_binding(tx: &mut PgConnection, b: &RoleBindingRecord) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO role_bindings (uid, parent_uid, identity_uid, role_uid, create_time, update_time) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(&b.uid)
+    .bind(&b.parent_uid)
+    .bind(&b.identity_uid)
+    .bind(&b.role_uid)
+    .bind(b.create_time)
+    .bind(b.update_time)
+    .execute(tx)
+    .await
+    .map_err(|e| db_err("insert role binding", e))?;
+    Ok(())
+}
+
+impl PostgresStore {
+    async fn begin(&self) -> Result<Tx> {
+        self.pool.begin().await.map_err(|e| db_err("begin", e))
+    }
+
+    async fn get_one<R>(&self, table: &str, columns: &str, uid: &Uidp) -> Result<Option<R>>
+    where
+        R: for<'r> FromRow<'r, PgRow> + Send + Unpin,
+    {
+        sqlx::query_as(&format!("SELECT {columns} FROM {table} WHERE uid = $1"))
+            .bind(uid.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| db_err(table, e))
+    }
+
+    async fn list<R>(&self, table: &str, columns: &str, q: &ListQuery) -> Result<Page<R>>
+    where
+        R: for<'r> FromRow<'r, PgRow> + Send + Unpin + Listed,
+    {
+        let c = sql::count(Dialect::Postgres, table, q);
+        let (total,): (i64,) = sql::bind_all(sqlx::query_as(&c.sql), c.binds)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| db_err("count", e))?;
+        let p = sql::page(Dialect::Postgres, table, columns, q);
+        let rows = sql::bind_all(sqlx::query_as(&p.sql), p.binds)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| db_err("list", e))?;
+        Ok(page_of(rows, q, total))
+    }
+
+    /// Inserts a child of a group, holding the group `FOR SHARE` so a concurrent
+    /// delete of the group waits and then sees the child.
+    async fn insert_under_group(
+        &self,
+        parent: Option<&str>,
+        insert: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> Result<()> {
+        let mut tx = self.begin().await?;
+        if let Some(p) = parent
+            && !lock(&mut tx, "groups", p, "FOR SHARE").await?
+        {
+            return Err(Error::not_found(GROUP_TYPE, p));
+        }
+        insert
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("insert", e))?;
+        tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
+    /// Deletes `uid` from `table` unless role bindings still use it.
+    async fn delete_unless_bound(
+        &self,
+        table: &str,
+        what: &str,
+        kind: &'static str,
+        column: &str,
+        uid: &Uidp,
+    ) -> Result<()> {
+        let mut tx = self.begin().await?;
+        if !lock(&mut tx, table, uid.as_str(), "FOR UPDATE").await? {
+            return Err(Error::not_found(kind, uid.as_str()));
+        }
+        let bound = bound_by(&mut tx, column, uid.as_str()).await?;
+        if !bound.is_empty() {
+            return Err(still_bound(what, uid, &bound));
+        }
+        sqlx::query(&format!("DELETE FROM {table} WHERE uid = $1"))
+            .bind(uid.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("delete", e))?;
+        tx.commit().await.map_err(|e| db_err("commit", e))
     }
 }
 
@@ -68,10 +192,12 @@ impl Store for PostgresStore {
     }
 
     async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>> {
-        sqlx::query_as("SELECT kid, algorithm, private_key, public_key, create_time FROM signing_keys ORDER BY create_time, kid")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| db_err("signing keys", e))
+        sqlx::query_as(
+            "SELECT kid, algorithm, private_key, public_key, create_time FROM signing_keys ORDER BY create_time, kid",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("signing keys", e))
     }
 
     async fn insert_signing_key(&self, k: &SigningKeyRecord) -> Result<()> {
@@ -89,18 +215,12 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn create_group(&self, g: &GroupRecord) -> Result<()> {
-        let mut tx = self.pool.begin().await.map_err(|e| db_err("begin", e))?;
-        if let Some(parent) = &g.parent_uid {
-            let found: Option<(i32,)> =
-                sqlx::query_as("SELECT 1 FROM groups WHERE uid = $1 FOR SHARE")
-                    .bind(parent)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(|e| db_err("lock parent", e))?;
-            if found.is_none() {
-                return Err(Error::not_found(GROUP_TYPE, parent.clone()));
-            }
+    async fn create_group(&self, g: &GroupRecord, owner: Option<&RoleBindingRecord>) -> Result<()> {
+        let mut tx = self.begin().await?;
+        if let Some(parent) = &g.parent_uid
+            && !lock(&mut tx, "groups", parent, "FOR SHARE").await?
+        {
+            return Err(Error::not_found(GROUP_TYPE, parent.clone()));
         }
         sqlx::query(
             "INSERT INTO groups (uid, parent_uid, name, description, verified, create_time, update_time) \
@@ -116,17 +236,14 @@ impl Store for PostgresStore {
         .execute(&mut *tx)
         .await
         .map_err(|e| db_err("insert group", e))?;
+        if let Some(b) = owner {
+            insert_binding(&mut tx, b).await?;
+        }
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
     async fn get_group(&self, uid: &Uidp) -> Result<Option<GroupRecord>> {
-        sqlx::query_as(&format!(
-            "SELECT {GROUP_COLUMNS} FROM groups WHERE uid = $1"
-        ))
-        .bind(uid.as_str())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| db_err("get group", e))
+        self.get_one("groups", GROUP_COLUMNS, uid).await
     }
 
     async fn update_group(
@@ -151,24 +268,30 @@ impl Store for PostgresStore {
     }
 
     async fn delete_group(&self, uid: &Uidp) -> Result<()> {
-        let mut tx = self.pool.begin().await.map_err(|e| db_err("begin", e))?;
-        let found: Option<(i32,)> =
-            sqlx::query_as("SELECT 1 FROM groups WHERE uid = $1 FOR UPDATE")
-                .bind(uid.as_str())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| db_err("lock group", e))?;
-        if found.is_none() {
+        let mut tx = self.begin().await?;
+        if !lock(&mut tx, "groups", uid.as_str(), "FOR UPDATE").await? {
             return Err(Error::not_found(GROUP_TYPE, uid.as_str()));
         }
-        let child: Option<(i32,)> =
-            sqlx::query_as("SELECT 1 FROM groups WHERE parent_uid = $1 LIMIT 1")
-                .bind(uid.as_str())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| db_err("find children", e))?;
-        if child.is_some() {
-            return Err(has_children(uid));
+        let mut kinds = Vec::new();
+        for (table, kind) in [
+            ("groups", "groups"),
+            ("identities", "identities"),
+            ("roles", "roles"),
+            ("role_bindings", "role bindings"),
+        ] {
+            let any: Option<(i32,)> = sqlx::query_as(&format!(
+                "SELECT 1 FROM {table} WHERE parent_uid = $1 LIMIT 1"
+            ))
+            .bind(uid.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| db_err("find children", e))?;
+            if any.is_some() {
+                kinds.push(kind);
+            }
+        }
+        if !kinds.is_empty() {
+            return Err(group_not_empty(uid, &kinds));
         }
         sqlx::query("DELETE FROM groups WHERE uid = $1")
             .bind(uid.as_str())
@@ -179,16 +302,218 @@ impl Store for PostgresStore {
     }
 
     async fn list_groups(&self, q: &ListQuery) -> Result<Page<GroupRecord>> {
-        let c = sql::count(Dialect::Postgres, "groups", q);
-        let (total,): (i64,) = sql::bind_all(sqlx::query_as(&c.sql), c.binds)
-            .fetch_one(&self.pool)
+        self.list("groups", GROUP_COLUMNS, q).await
+    }
+
+    async fn create_identity(&self, i: &IdentityRecord) -> Result<()> {
+        let sql = format!(
+            "INSERT INTO identities ({IDENTITY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+        );
+        let insert = sqlx::query(&sql)
+            .bind(&i.uid)
+            .bind(&i.parent_uid)
+            .bind(&i.name)
+            .bind(&i.description)
+            .bind(&i.company)
+            .bind(i.relationship_type)
+            .bind(&i.relationship)
+            .bind(&i.issuer)
+            .bind(&i.subject)
+            .bind(i.last_seen_time)
+            .bind(i.create_time)
+            .bind(i.update_time);
+        self.insert_under_group(i.parent_uid.as_deref(), insert)
             .await
-            .map_err(|e| db_err("count groups", e))?;
-        let p = sql::page(Dialect::Postgres, "groups", GROUP_COLUMNS, q);
-        let rows = sql::bind_all(sqlx::query_as(&p.sql), p.binds)
-            .fetch_all(&self.pool)
+    }
+
+    async fn get_identity(&self, uid: &Uidp) -> Result<Option<IdentityRecord>> {
+        self.get_one("identities", IDENTITY_COLUMNS, uid).await
+    }
+
+    async fn update_identity(
+        &self,
+        uid: &Uidp,
+        p: &IdentityPatch,
+        now_ms: i64,
+    ) -> Result<IdentityRecord> {
+        let (rt, rel, iss, sub) = match &p.relationship {
+            Some((t, r, i, s)) => (Some(*t), Some(r.clone()), Some(i.clone()), Some(s.clone())),
+            None => (None, None, None, None),
+        };
+        let row: Option<IdentityRecord> = sqlx::query_as(&format!(
+            "UPDATE identities SET name = COALESCE($1, name), description = COALESCE($2, description), \
+             company = COALESCE($3, company), relationship_type = COALESCE($4, relationship_type), \
+             relationship = COALESCE($5, relationship), issuer = COALESCE($6, issuer), \
+             subject = COALESCE($7, subject), \
+             update_time = CASE WHEN $8 > update_time THEN $8 ELSE update_time + 1 END \
+             WHERE uid = $9 RETURNING {IDENTITY_COLUMNS}"
+        ))
+        .bind(&p.name)
+        .bind(&p.description)
+        .bind(&p.company)
+        .bind(rt)
+        .bind(rel)
+        .bind(iss)
+        .bind(sub)
+        .bind(now_ms)
+        .bind(uid.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| db_err("update identity", e))?;
+        row.ok_or_else(|| Error::not_found(IDENTITY_TYPE, uid.as_str()))
+    }
+
+    async fn delete_identity(&self, uid: &Uidp) -> Result<()> {
+        self.delete_unless_bound("identities", "identity", IDENTITY_TYPE, "identity_uid", uid)
             .await
-            .map_err(|e| db_err("list groups", e))?;
-        Ok(page_of(rows, q, total))
+    }
+
+    async fn list_identities(&self, q: &ListQuery) -> Result<Page<IdentityRecord>> {
+        self.list("identities", IDENTITY_COLUMNS, q).await
+    }
+
+    async fn upsert_builtin_roles(&self, roles: &[RoleRecord]) -> Result<()> {
+        let mut tx = self.begin().await?;
+        for r in roles {
+            sqlx::query(&format!(
+                "INSERT INTO roles ({ROLE_COLUMNS}) VALUES ($1, NULL, $2, $3, $4, $5, $5) \
+                 ON CONFLICT (uid) DO UPDATE SET name = excluded.name, description = excluded.description, \
+                 capabilities = excluded.capabilities, update_time = excluded.update_time \
+                 WHERE roles.capabilities <> excluded.capabilities OR roles.description <> excluded.description"
+            ))
+            .bind(&r.uid)
+            .bind(&r.name)
+            .bind(&r.description)
+            .bind(&r.capabilities)
+            .bind(r.create_time)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("upsert built-in role", e))?;
+        }
+        tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
+    async fn create_role(&self, r: &RoleRecord) -> Result<()> {
+        let sql = format!("INSERT INTO roles ({ROLE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
+        let insert = sqlx::query(&sql)
+            .bind(&r.uid)
+            .bind(&r.parent_uid)
+            .bind(&r.name)
+            .bind(&r.description)
+            .bind(&r.capabilities)
+            .bind(r.create_time)
+            .bind(r.update_time);
+        self.insert_under_group(r.parent_uid.as_deref(), insert)
+            .await
+    }
+
+    async fn get_role(&self, uid: &Uidp) -> Result<Option<RoleRecord>> {
+        self.get_one("roles", ROLE_COLUMNS, uid).await
+    }
+
+    async fn update_role(&self, uid: &Uidp, p: &RolePatch, now_ms: i64) -> Result<RoleRecord> {
+        let row: Option<RoleRecord> = sqlx::query_as(&format!(
+            "UPDATE roles SET name = COALESCE($1, name), description = COALESCE($2, description), \
+             capabilities = COALESCE($3, capabilities), \
+             update_time = CASE WHEN $4 > update_time THEN $4 ELSE update_time + 1 END \
+             WHERE uid = $5 RETURNING {ROLE_COLUMNS}"
+        ))
+        .bind(&p.name)
+        .bind(&p.description)
+        .bind(&p.capabilities)
+        .bind(now_ms)
+        .bind(uid.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| db_err("update role", e))?;
+        row.ok_or_else(|| Error::not_found(ROLE_TYPE, uid.as_str()))
+    }
+
+    async fn delete_role(&self, uid: &Uidp) -> Result<()> {
+        self.delete_unless_bound("roles", "role", ROLE_TYPE, "role_uid", uid)
+            .await
+    }
+
+    async fn list_roles(&self, q: &ListQuery) -> Result<Page<RoleRecord>> {
+        self.list("roles", ROLE_COLUMNS, q).await
+    }
+
+    async fn create_binding(&self, b: &RoleBindingRecord) -> Result<()> {
+        let mut tx = self.begin().await?;
+        for (table, kind, uid) in [
+            ("groups", GROUP_TYPE, &b.parent_uid),
+            ("identities", IDENTITY_TYPE, &b.identity_uid),
+            ("roles", ROLE_TYPE, &b.role_uid),
+        ] {
+            if !lock(&mut tx, table, uid, "FOR SHARE").await? {
+                return Err(Error::not_found(kind, uid.clone()));
+            }
+        }
+        insert_binding(&mut tx, b).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
+    async fn get_binding(&self, uid: &Uidp) -> Result<Option<HydratedBinding>> {
+        self.get_one("role_bindings_hydrated", BINDING_COLUMNS, uid)
+            .await
+    }
+
+    async fn update_binding(
+        &self,
+        uid: &Uidp,
+        role_uid: &str,
+        now_ms: i64,
+    ) -> Result<HydratedBinding> {
+        let mut tx = self.begin().await?;
+        if !lock(&mut tx, "roles", role_uid, "FOR SHARE").await? {
+            return Err(Error::not_found(ROLE_TYPE, role_uid));
+        }
+        let n = sqlx::query(
+            "UPDATE role_bindings SET role_uid = $1, \
+             update_time = CASE WHEN $2 > update_time THEN $2 ELSE update_time + 1 END WHERE uid = $3",
+        )
+        .bind(role_uid)
+        .bind(now_ms)
+        .bind(uid.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("update role binding", e))?;
+        if n.rows_affected() == 0 {
+            return Err(Error::not_found(ROLE_BINDING_TYPE, uid.as_str()));
+        }
+        let row: HydratedBinding = sqlx::query_as(&format!(
+            "SELECT {BINDING_COLUMNS} FROM role_bindings_hydrated WHERE uid = $1"
+        ))
+        .bind(uid.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| db_err("read role binding", e))?;
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        Ok(row)
+    }
+
+    async fn delete_binding(&self, uid: &Uidp) -> Result<bool> {
+        let r = sqlx::query("DELETE FROM role_bindings WHERE uid = $1")
+            .bind(uid.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| db_err("delete role binding", e))?;
+        Ok(r.rows_affected() > 0)
+    }
+
+    async fn list_bindings(&self, q: &ListQuery) -> Result<Page<HydratedBinding>> {
+        self.list("role_bindings_hydrated", BINDING_COLUMNS, q)
+            .await
+    }
+
+    async fn grants(&self, identity_uid: &str) -> Result<Vec<(String, String)>> {
+        sqlx::query_as(
+            "SELECT rb.parent_uid, r.capabilities FROM role_bindings rb JOIN roles r ON r.uid = rb.role_uid \
+             WHERE rb.identity_uid = $1",
+        )
+        .bind(identity_uid)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("grants", e))
     }
 }

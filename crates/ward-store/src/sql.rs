@@ -2,7 +2,7 @@
 //!
 //! Only list queries are built dynamically; every value is bound, never spliced.
 
-use ward_core::listing::{CursorKey, ListQuery, SortField};
+use ward_core::listing::{CursorKey, FilterValue, ListQuery, SortField};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -45,6 +45,13 @@ impl Builder {
 
 pub const GROUP_COLUMNS: &str =
     "uid, parent_uid, name, description, verified, create_time, update_time";
+pub const IDENTITY_COLUMNS: &str = "uid, parent_uid, name, description, company, relationship_type, relationship, \
+                                    issuer, subject, last_seen_time, create_time, update_time";
+pub const ROLE_COLUMNS: &str =
+    "uid, parent_uid, name, description, capabilities, create_time, update_time";
+pub const BINDING_COLUMNS: &str = "uid, parent_uid, identity_uid, role_uid, create_time, update_time, name, \
+                                   identity_name, identity_description, identity_subject, identity_issuer, \
+                                   group_name, group_description, role_description";
 
 fn sort_column(f: SortField) -> &'static str {
     match f {
@@ -88,6 +95,13 @@ fn filters(b: &mut Builder, q: &ListQuery) -> Vec<String> {
     if let Some(n) = &q.name {
         let ph = b.text(n);
         w.push(format!("name = {ph}"));
+    }
+    for (col, v) in &q.filters {
+        let ph = b.bind(match v {
+            FilterValue::Text(s) => Bind::Text(s.clone()),
+            FilterValue::Int(n) => Bind::Int(*n),
+        });
+        w.push(format!("{col} = {ph}"));
     }
     if let Some(scopes) = &q.visible {
         if scopes.is_empty() {

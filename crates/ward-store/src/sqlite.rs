@@ -31,12 +31,21 @@ use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
-use crate::sql::{self, Bind, Dialect, GROUP_COLUMNS};
-use crate::{GROUP_TYPE, GroupPatch, GroupRecord, SigningKeyRecord, Store, has_children, page_of};
+use crate::sql::{
+    self, BINDING_COLUMNS, Bind, Dialect, GROUP_COLUMNS, IDENTITY_COLUMNS, ROLE_COLUMNS,
+};
+use crate::{
+    GROUP_TYPE, GroupPatch, GroupRecord, HydratedBinding, IDENTITY_TYPE, IdentityPatch,
+    IdentityRecord, Listed, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord, RolePatch, RoleRecord,
+    SigningKeyRecord, Store, group_not_empty, page_of, still_bound,
+};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many
 /// have run. Version numbers match `migrations/postgres`.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/sqlite/0001_init.sql"),
+    include_str!("../migrations/sqlite/0002_iam.sql"),
+];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
                        PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;";
@@ -82,6 +91,83 @@ fn group_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GroupRecord> {
         update_time: r.get(6)?,
     })
 }
+
+fn identity_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IdentityRecord> {
+    Ok(IdentityRecord {
+        uid: r.get(0)?,
+        parent_uid: r.get(1)?,
+        name: r.get(2)?,
+        description: r.get(3)?,
+        company: r.get(4)?,
+        relationship_type: r.get(5)?,
+        relationship: r.get(6)?,
+        issuer: r.get(7)?,
+        subject: r.get(8)?,
+        last_seen_time: r.get(9)?,
+        create_time: r.get(10)?,
+        update_time: r.get(11)?,
+    })
+}
+
+fn role_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RoleRecord> {
+    Ok(RoleRecord {
+        uid: r.get(0)?,
+        parent_uid: r.get(1)?,
+        name: r.get(2)?,
+        description: r.get(3)?,
+        capabilities: r.get(4)?,
+        create_time: r.get(5)?,
+        update_time: r.get(6)?,
+    })
+}
+
+fn binding_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HydratedBinding> {
+    Ok(HydratedBinding {
+        uid: r.get(0)?,
+        parent_uid: r.get(1)?,
+        identity_uid: r.get(2)?,
+        role_uid: r.get(3)?,
+        create_time: r.get(4)?,
+        update_time: r.get(5)?,
+        name: r.get(6)?,
+        identity_name: r.get(7)?,
+        identity_description: r.get(8)?,
+        identity_subject: r.get(9)?,
+        identity_issuer: r.get(10)?,
+        group_name: r.get(11)?,
+        group_description: r.get(12)?,
+        role_description: r.get(13)?,
+    })
+}
+
+/// Whether `table` has a row with this uid (inside a transaction).
+fn exists(c: &Connection, table: &str, uid: &str) -> rusqlite::Result<bool> {
+    Ok(
+        c.prepare_cached(&format!("SELECT 1 FROM {table} WHERE uid = ?1"))?
+            .query_row([uid], |_| Ok(()))
+            .optional()?
+            .is_some(),
+    )
+}
+
+/// Uids of the role bindings whose `column` is `uid`.
+fn bound_by(c: &Connection, column: &str, uid: &str) -> rusqlite::Result<Vec<String>> {
+    c.prepare_cached(&format!(
+        "SELECT uid FROM role_bindings WHERE {column} = ?1 ORDER BY uid"
+    ))?
+    .query_map([uid], |r| r.get(0))?
+    .collect()
+}
+
+fn insert_binding(c: &Connection, b: &RoleBindingRecord) -> rusqlite::Result<usize> {
+    c.execute(
+        "INSERT INTO role_bindings (uid, parent_uid, identity_uid, role_uid, create_time, update_time) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![b.uid, b.parent_uid, b.identity_uid, b.role_uid, b.create_time, b.update_time],
+    )
+}
+
+type FromRow<R> = fn(&rusqlite::Row<'_>) -> rusqlite::Result<R>;
 
 fn values(binds: Vec<Bind>) -> Vec<Value> {
     binds
@@ -185,6 +271,64 @@ impl SqliteStore {
         r
     }
 
+    async fn get_one<R: Send + 'static>(
+        &self,
+        context: &'static str,
+        table: &'static str,
+        columns: &'static str,
+        uid: &Uidp,
+        from_row: FromRow<R>,
+    ) -> Result<Option<R>> {
+        let uid = uid.as_str().to_owned();
+        self.read(context, move |c| {
+            c.prepare_cached(&format!("SELECT {columns} FROM {table} WHERE uid = ?1"))?
+                .query_row([uid], from_row)
+                .optional()
+        })
+        .await
+    }
+
+    /// One page of `table`, with its total count (cached until the next write).
+    async fn list<R: Listed + Send + 'static>(
+        &self,
+        context: &'static str,
+        table: &'static str,
+        columns: &'static str,
+        q: &ListQuery,
+        from_row: FromRow<R>,
+    ) -> Result<Page<R>> {
+        let count = sql::count(Dialect::Sqlite, table, q);
+        let page = sql::page(Dialect::Sqlite, table, columns, q);
+        // Read the generation before counting: a write that lands meanwhile bumps
+        // it, so a count that might include or miss that write is never reused.
+        let generation = self.generation.load(Ordering::SeqCst);
+        let count_key = format!("{}|{:?}", count.sql, count.binds);
+        let cached = self
+            .counts
+            .get(&count_key)
+            .filter(|(g, _)| *g == generation)
+            .map(|(_, n)| n);
+        let (total, rows) = self
+            .read(context, move |c| {
+                let total = match cached {
+                    Some(n) => n,
+                    None => c
+                        .prepare_cached(&count.sql)?
+                        .query_row(params_from_iter(values(count.binds)), |r| r.get(0))?,
+                };
+                let rows = c
+                    .prepare_cached(&page.sql)?
+                    .query_map(params_from_iter(values(page.binds)), from_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok((total, rows))
+            })
+            .await?;
+        if cached.is_none() {
+            self.counts.insert(count_key, (generation, total));
+        }
+        Ok(page_of(rows, q, total))
+    }
+
     async fn read<T: Send + 'static>(
         &self,
         context: &'static str,
@@ -273,37 +417,32 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn create_group(&self, g: &GroupRecord) -> Result<()> {
-        let g = g.clone();
+    async fn create_group(&self, g: &GroupRecord, owner: Option<&RoleBindingRecord>) -> Result<()> {
+        let (g, owner) = (g.clone(), owner.cloned());
         self.write("create group", move |c| {
-                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                if let Some(parent) = &g.parent_uid {
-                    let found = tx.query_row("SELECT 1 FROM groups WHERE uid = ?1", [parent], |_| Ok(())).optional()?;
-                    if found.is_none() {
-                        return Ok(Err(Error::not_found(GROUP_TYPE, parent.clone())));
-                    }
-                }
-                tx.execute(
-                    "INSERT INTO groups (uid, parent_uid, name, description, verified, create_time, update_time) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![g.uid, g.parent_uid, g.name, g.description, g.verified, g.create_time, g.update_time],
-                )?;
-                tx.commit()?;
-                Ok(Ok(()))
-            })
-            .await?
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Some(parent) = &g.parent_uid
+                && !exists(&tx, "groups", parent)?
+            {
+                return Ok(Err(Error::not_found(GROUP_TYPE, parent.clone())));
+            }
+            tx.execute(
+                "INSERT INTO groups (uid, parent_uid, name, description, verified, create_time, update_time) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![g.uid, g.parent_uid, g.name, g.description, g.verified, g.create_time, g.update_time],
+            )?;
+            if let Some(b) = &owner {
+                insert_binding(&tx, b)?;
+            }
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
     }
 
     async fn get_group(&self, uid: &Uidp) -> Result<Option<GroupRecord>> {
-        let uid = uid.as_str().to_owned();
-        self.read("get group", move |c| {
-            c.prepare_cached(&format!(
-                "SELECT {GROUP_COLUMNS} FROM groups WHERE uid = ?1"
-            ))?
-            .query_row([uid], group_from_row)
-            .optional()
-        })
-        .await
+        self.get_one("get group", "groups", GROUP_COLUMNS, uid, group_from_row)
+            .await
     }
 
     async fn update_group(
@@ -331,19 +470,30 @@ impl Store for SqliteStore {
         let u = uid.clone();
         self.write("delete group", move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let child = tx
-                .query_row(
-                    "SELECT 1 FROM groups WHERE parent_uid = ?1 LIMIT 1",
-                    [u.as_str()],
-                    |_| Ok(()),
-                )
-                .optional()?;
-            if child.is_some() {
-                return Ok(Err(has_children(&u)));
-            }
-            if tx.execute("DELETE FROM groups WHERE uid = ?1", [u.as_str()])? == 0 {
+            if !exists(&tx, "groups", u.as_str())? {
                 return Ok(Err(Error::not_found(GROUP_TYPE, u.as_str())));
             }
+            let mut kinds = Vec::new();
+            for (table, kind) in [
+                ("groups", "groups"),
+                ("identities", "identities"),
+                ("roles", "roles"),
+                ("role_bindings", "role bindings"),
+            ] {
+                let any = tx
+                    .prepare_cached(&format!(
+                        "SELECT 1 FROM {table} WHERE parent_uid = ?1 LIMIT 1"
+                    ))?
+                    .query_row([u.as_str()], |_| Ok(()))
+                    .optional()?;
+                if any.is_some() {
+                    kinds.push(kind);
+                }
+            }
+            if !kinds.is_empty() {
+                return Ok(Err(group_not_empty(&u, &kinds)));
+            }
+            tx.execute("DELETE FROM groups WHERE uid = ?1", [u.as_str()])?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -351,35 +501,281 @@ impl Store for SqliteStore {
     }
 
     async fn list_groups(&self, q: &ListQuery) -> Result<Page<GroupRecord>> {
-        let count = sql::count(Dialect::Sqlite, "groups", q);
-        let page = sql::page(Dialect::Sqlite, "groups", GROUP_COLUMNS, q);
-        // Read the generation before counting: a write that lands meanwhile bumps
-        // it, so a count that might include or miss that write is never reused.
-        let generation = self.generation.load(Ordering::SeqCst);
-        let count_key = format!("{}|{:?}", count.sql, count.binds);
-        let cached = self
-            .counts
-            .get(&count_key)
-            .filter(|(g, _)| *g == generation)
-            .map(|(_, n)| n);
-        let (total, rows) = self
-            .read("list groups", move |c| {
-                let total = match cached {
-                    Some(n) => n,
-                    None => c
-                        .prepare_cached(&count.sql)?
-                        .query_row(params_from_iter(values(count.binds)), |r| r.get(0))?,
-                };
-                let rows = c
-                    .prepare_cached(&page.sql)?
-                    .query_map(params_from_iter(values(page.binds)), group_from_row)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                Ok((total, rows))
+        self.list("list groups", "groups", GROUP_COLUMNS, q, group_from_row)
+            .await
+    }
+
+    async fn create_identity(&self, i: &IdentityRecord) -> Result<()> {
+        let i = i.clone();
+        self.write("create identity", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Some(parent) = &i.parent_uid
+                && !exists(&tx, "groups", parent)?
+            {
+                return Ok(Err(Error::not_found(GROUP_TYPE, parent.clone())));
+            }
+            tx.execute(
+                &format!("INSERT INTO identities ({IDENTITY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
+                params![
+                    i.uid, i.parent_uid, i.name, i.description, i.company, i.relationship_type, i.relationship,
+                    i.issuer, i.subject, i.last_seen_time, i.create_time, i.update_time
+                ],
+            )?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn get_identity(&self, uid: &Uidp) -> Result<Option<IdentityRecord>> {
+        self.get_one(
+            "get identity",
+            "identities",
+            IDENTITY_COLUMNS,
+            uid,
+            identity_from_row,
+        )
+        .await
+    }
+
+    async fn update_identity(
+        &self,
+        uid: &Uidp,
+        p: &IdentityPatch,
+        now_ms: i64,
+    ) -> Result<IdentityRecord> {
+        let (key, p) = (uid.as_str().to_owned(), p.clone());
+        let (rt, rel, iss, sub) = match p.relationship {
+            Some((t, r, i, s)) => (Some(t), Some(r), Some(i), Some(s)),
+            None => (None, None, None, None),
+        };
+        let row = self
+            .write("update identity", move |c| {
+                c.prepare_cached(&format!(
+                    "UPDATE identities SET name = COALESCE(?1, name), description = COALESCE(?2, description), \
+                     company = COALESCE(?3, company), relationship_type = COALESCE(?4, relationship_type), \
+                     relationship = COALESCE(?5, relationship), issuer = COALESCE(?6, issuer), \
+                     subject = COALESCE(?7, subject), \
+                     update_time = CASE WHEN ?8 > update_time THEN ?8 ELSE update_time + 1 END \
+                     WHERE uid = ?9 RETURNING {IDENTITY_COLUMNS}"
+                ))?
+                .query_row(params![p.name, p.description, p.company, rt, rel, iss, sub, now_ms, key], identity_from_row)
+                .optional()
             })
             .await?;
-        if cached.is_none() {
-            self.counts.insert(count_key, (generation, total));
-        }
-        Ok(page_of(rows, q, total))
+        row.ok_or_else(|| Error::not_found(IDENTITY_TYPE, uid.as_str()))
+    }
+
+    async fn delete_identity(&self, uid: &Uidp) -> Result<()> {
+        let u = uid.clone();
+        self.write("delete identity", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !exists(&tx, "identities", u.as_str())? {
+                return Ok(Err(Error::not_found(IDENTITY_TYPE, u.as_str())));
+            }
+            let bound = bound_by(&tx, "identity_uid", u.as_str())?;
+            if !bound.is_empty() {
+                return Ok(Err(still_bound("identity", &u, &bound)));
+            }
+            tx.execute("DELETE FROM identities WHERE uid = ?1", [u.as_str()])?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn list_identities(&self, q: &ListQuery) -> Result<Page<IdentityRecord>> {
+        self.list(
+            "list identities",
+            "identities",
+            IDENTITY_COLUMNS,
+            q,
+            identity_from_row,
+        )
+        .await
+    }
+
+    async fn upsert_builtin_roles(&self, roles: &[RoleRecord]) -> Result<()> {
+        let roles = roles.to_vec();
+        self.write("upsert built-in roles", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            for r in &roles {
+                tx.execute(
+                    &format!(
+                        "INSERT INTO roles ({ROLE_COLUMNS}) VALUES (?1, NULL, ?2, ?3, ?4, ?5, ?5) \
+                         ON CONFLICT (uid) DO UPDATE SET name = excluded.name, description = excluded.description, \
+                         capabilities = excluded.capabilities, update_time = excluded.update_time \
+                         WHERE roles.capabilities <> excluded.capabilities OR roles.description <> excluded.description"
+                    ),
+                    params![r.uid, r.name, r.description, r.capabilities, r.create_time],
+                )?;
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn create_role(&self, r: &RoleRecord) -> Result<()> {
+        let r = r.clone();
+        self.write("create role", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Some(parent) = &r.parent_uid
+                && !exists(&tx, "groups", parent)?
+            {
+                return Ok(Err(Error::not_found(GROUP_TYPE, parent.clone())));
+            }
+            tx.execute(
+                &format!("INSERT INTO roles ({ROLE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+                params![
+                    r.uid,
+                    r.parent_uid,
+                    r.name,
+                    r.description,
+                    r.capabilities,
+                    r.create_time,
+                    r.update_time
+                ],
+            )?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn get_role(&self, uid: &Uidp) -> Result<Option<RoleRecord>> {
+        self.get_one("get role", "roles", ROLE_COLUMNS, uid, role_from_row)
+            .await
+    }
+
+    async fn update_role(&self, uid: &Uidp, p: &RolePatch, now_ms: i64) -> Result<RoleRecord> {
+        let (key, p) = (uid.as_str().to_owned(), p.clone());
+        let row = self
+            .write("update role", move |c| {
+                c.prepare_cached(&format!(
+                    "UPDATE roles SET name = COALESCE(?1, name), description = COALESCE(?2, description), \
+                     capabilities = COALESCE(?3, capabilities), \
+                     update_time = CASE WHEN ?4 > update_time THEN ?4 ELSE update_time + 1 END \
+                     WHERE uid = ?5 RETURNING {ROLE_COLUMNS}"
+                ))?
+                .query_row(params![p.name, p.description, p.capabilities, now_ms, key], role_from_row)
+                .optional()
+            })
+            .await?;
+        row.ok_or_else(|| Error::not_found(ROLE_TYPE, uid.as_str()))
+    }
+
+    async fn delete_role(&self, uid: &Uidp) -> Result<()> {
+        let u = uid.clone();
+        self.write("delete role", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !exists(&tx, "roles", u.as_str())? {
+                return Ok(Err(Error::not_found(ROLE_TYPE, u.as_str())));
+            }
+            let bound = bound_by(&tx, "role_uid", u.as_str())?;
+            if !bound.is_empty() {
+                return Ok(Err(still_bound("role", &u, &bound)));
+            }
+            tx.execute("DELETE FROM roles WHERE uid = ?1", [u.as_str()])?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn list_roles(&self, q: &ListQuery) -> Result<Page<RoleRecord>> {
+        self.list("list roles", "roles", ROLE_COLUMNS, q, role_from_row)
+            .await
+    }
+
+    async fn create_binding(&self, b: &RoleBindingRecord) -> Result<()> {
+        let b = b.clone();
+        self.write("create role binding", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            for (table, kind, uid) in [
+                ("groups", GROUP_TYPE, &b.parent_uid),
+                ("identities", IDENTITY_TYPE, &b.identity_uid),
+                ("roles", ROLE_TYPE, &b.role_uid),
+            ] {
+                if !exists(&tx, table, uid)? {
+                    return Ok(Err(Error::not_found(kind, uid.clone())));
+                }
+            }
+            insert_binding(&tx, &b)?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn get_binding(&self, uid: &Uidp) -> Result<Option<HydratedBinding>> {
+        self.get_one(
+            "get role binding",
+            "role_bindings_hydrated",
+            BINDING_COLUMNS,
+            uid,
+            binding_from_row,
+        )
+        .await
+    }
+
+    async fn update_binding(
+        &self,
+        uid: &Uidp,
+        role_uid: &str,
+        now_ms: i64,
+    ) -> Result<HydratedBinding> {
+        let (u, role) = (uid.clone(), role_uid.to_owned());
+        self.write("update role binding", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !exists(&tx, "roles", &role)? {
+                return Ok(Err(Error::not_found(ROLE_TYPE, role)));
+            }
+            let n = tx.execute(
+                "UPDATE role_bindings SET role_uid = ?1, \
+                 update_time = CASE WHEN ?2 > update_time THEN ?2 ELSE update_time + 1 END WHERE uid = ?3",
+                params![role, now_ms, u.as_str()],
+            )?;
+            if n == 0 {
+                return Ok(Err(Error::not_found(ROLE_BINDING_TYPE, u.as_str())));
+            }
+            let row = tx
+                .prepare_cached(&format!("SELECT {BINDING_COLUMNS} FROM role_bindings_hydrated WHERE uid = ?1"))?
+                .query_row([u.as_str()], binding_from_row)?;
+            tx.commit()?;
+            Ok(Ok(row))
+        })
+        .await?
+    }
+
+    async fn delete_binding(&self, uid: &Uidp) -> Result<bool> {
+        let u = uid.as_str().to_owned();
+        self.write("delete role binding", move |c| {
+            Ok(c.execute("DELETE FROM role_bindings WHERE uid = ?1", [u])? > 0)
+        })
+        .await
+    }
+
+    async fn list_bindings(&self, q: &ListQuery) -> Result<Page<HydratedBinding>> {
+        self.list(
+            "list role bindings",
+            "role_bindings_hydrated",
+            BINDING_COLUMNS,
+            q,
+            binding_from_row,
+        )
+        .await
+    }
+
+    async fn grants(&self, identity_uid: &str) -> Result<Vec<(String, String)>> {
+        let id = identity_uid.to_owned();
+        self.read("grants", move |c| {
+            c.prepare_cached(
+                "SELECT rb.parent_uid, r.capabilities FROM role_bindings rb JOIN roles r ON r.uid = rb.role_uid \
+                 WHERE rb.identity_uid = ?1",
+            )?
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect()
+        })
+        .await
     }
 }

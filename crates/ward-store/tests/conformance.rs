@@ -40,7 +40,7 @@ struct Backend {
 impl Backend {
     async fn create(&self, g: &GroupRecord) {
         self.store
-            .create_group(g)
+            .create_group(g, None)
             .await
             .unwrap_or_else(|e| panic!("{}: create {}: {e:?}", self.name, g.name));
     }
@@ -296,7 +296,7 @@ async fn create_under_missing_parent_is_not_found() {
         assert_not_found(
             b.name,
             "create under a missing parent",
-            b.store.create_group(&orphan).await,
+            b.store.create_group(&orphan, None).await,
         );
         assert_eq!(
             b.get(&orphan).await,
@@ -795,6 +795,7 @@ impl FilterSpec {
                 ids: self.ids.iter().map(resolve).collect(),
             },
             name: self.name.map(|n| PROP_NAMES[n].to_owned()),
+            filters: Vec::new(),
             order: self.order,
             page_size: self.page_size,
             skip: 0,
@@ -1008,7 +1009,7 @@ async fn concurrent_creates_under_one_parent() {
                     for i in 0..PER_TASK {
                         let g = child(&parent, &format!("t{t}-{i}"));
                         store
-                            .create_group(&g)
+                            .create_group(&g, None)
                             .await
                             .map_err(|e| format!("{}: {e:?}", g.name))?;
                         created.push(g);
@@ -1045,7 +1046,7 @@ async fn concurrent_creates_under_one_parent() {
 async fn total_count_follows_writes() {
     for b in backends().await {
         let org = root("org");
-        b.store.create_group(&org).await.unwrap();
+        b.store.create_group(&org, None).await.unwrap();
         let q = query(UidpFilter {
             descendants_of: Some(uidp(&org.uid)),
             ..UidpFilter::default()
@@ -1057,7 +1058,7 @@ async fn total_count_follows_writes() {
         assert_eq!(count(q.clone()).await, 1, "{}", b.name);
         assert_eq!(count(q.clone()).await, 1, "{} (repeated)", b.name);
         let kid = child(&org, "kid");
-        b.store.create_group(&kid).await.unwrap();
+        b.store.create_group(&kid, None).await.unwrap();
         assert_eq!(count(q.clone()).await, 2, "{} after create", b.name);
         b.store.delete_group(&uidp(&kid.uid)).await.unwrap();
         assert_eq!(count(q.clone()).await, 1, "{} after delete", b.name);

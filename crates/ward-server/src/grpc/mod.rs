@@ -11,7 +11,7 @@ use crate::rest::MAX_BODY_BYTES;
 use crate::status::{IAM_DOMAIN, grpc_status};
 use crate::ward::Ward;
 
-mod groups;
+mod iam;
 
 /// Authenticates a gRPC request from its `authorization` metadata.
 async fn caller<T>(
@@ -55,19 +55,27 @@ where
     router.route_service(&format!("/{}/{{*method}}", S::NAME), svc)
 }
 
-/// Every gRPC service, plus server reflection (v1 and v1alpha).
+/// Every gRPC service (both IAM versions), plus server reflection (v1 and v1alpha).
 pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
     use ward_proto::iam::{v2, v2beta1};
-    let g = groups::GrpcGroups(ward);
-    let router = route(
+    let iam = iam::Iam(ward);
+    macro_rules! add {
+        ($router:expr, $($server:path),*) => {{
+            let mut r = $router;
+            $(r = route(r, <$server>::new(iam.clone()).max_decoding_message_size(MAX_BODY_BYTES));)*
+            r
+        }};
+    }
+    let router = add!(
         router,
-        v2::groups_service_server::GroupsServiceServer::new(g.clone())
-            .max_decoding_message_size(MAX_BODY_BYTES),
-    );
-    let router = route(
-        router,
-        v2beta1::groups_service_server::GroupsServiceServer::new(g)
-            .max_decoding_message_size(MAX_BODY_BYTES),
+        v2::groups_service_server::GroupsServiceServer<iam::Iam>,
+        v2::identities_service_server::IdentitiesServiceServer<iam::Iam>,
+        v2::roles_service_server::RolesServiceServer<iam::Iam>,
+        v2::role_bindings_service_server::RoleBindingsServiceServer<iam::Iam>,
+        v2beta1::groups_service_server::GroupsServiceServer<iam::Iam>,
+        v2beta1::identities_service_server::IdentitiesServiceServer<iam::Iam>,
+        v2beta1::roles_service_server::RolesServiceServer<iam::Iam>,
+        v2beta1::role_bindings_service_server::RoleBindingsServiceServer<iam::Iam>
     );
     let reflection = || {
         tonic_reflection::server::Builder::configure()

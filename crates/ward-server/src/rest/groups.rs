@@ -3,34 +3,52 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::routing::get;
+use ward_core::Result;
 use ward_proto::iam::v2::{
     CreateGroupRequest, DeleteGroupRequest, GetGroupRequest, Group, ListGroupsRequest,
     ListGroupsResponse,
 };
 
+use super::crud::{self, Resource};
 use super::{Auth, JsonBody, Params, Reply};
+use crate::authz::Caller;
 use crate::services::UpdateMask;
 use crate::ward::Ward;
 
-pub fn routes() -> axum::Router<Arc<Ward>> {
-    let mut r = axum::Router::new();
-    for v in ["v2beta1", "v2"] {
-        r = r
-            .route(
-                &format!("/iam/{v}/groups"),
-                get(list_groups).post(create_root_group),
-            )
-            .route(
-                &format!("/iam/{v}/groups/{{*uid}}"),
-                get(get_group)
-                    .post(create_group)
-                    .patch(update_group)
-                    .delete(delete_group),
-            );
+struct Groups;
+
+impl Resource for Groups {
+    type Msg = Group;
+
+    async fn create(w: &Ward, c: &Caller, parent: String, msg: Group) -> Result<Group> {
+        w.create_group(
+            c,
+            CreateGroupRequest {
+                parent,
+                group: Some(msg),
+            },
+        )
+        .await
     }
-    r
+    async fn get(w: &Ward, c: &Caller, uid: String) -> Result<Group> {
+        w.get_group(c, GetGroupRequest { uid }).await
+    }
+    async fn update(w: &Ward, c: &Caller, msg: Group, mask: UpdateMask) -> Result<Group> {
+        w.update_group(c, msg, mask).await
+    }
+    async fn delete(w: &Ward, c: &Caller, uid: String) -> Result<()> {
+        w.delete_group(c, DeleteGroupRequest { uid }).await
+    }
+    fn set_uid(msg: &mut Group, uid: String) {
+        msg.uid = uid;
+    }
+}
+
+/// Groups also accept POST on the collection itself: a new organization.
+pub fn routes() -> axum::Router<Arc<Ward>> {
+    crud::routes::<Groups>("groups", get(list_groups).post(create_organization))
 }
 
 async fn list_groups(
@@ -50,7 +68,7 @@ async fn list_groups(
     Ok(Json(w.list_groups(&c, req).await?))
 }
 
-async fn create_root_group(
+async fn create_organization(
     State(w): State<Arc<Ward>>,
     Auth(c): Auth,
     q: Params,
@@ -62,59 +80,4 @@ async fn create_root_group(
         group: Some(body.message()?),
     };
     Ok(Json(w.create_group(&c, req).await?))
-}
-
-async fn create_group(
-    State(w): State<Arc<Ward>>,
-    Auth(c): Auth,
-    Path(parent): Path<String>,
-    q: Params,
-    body: JsonBody,
-) -> Reply<Group> {
-    q.finish()?;
-    let req = CreateGroupRequest {
-        parent,
-        group: Some(body.message()?),
-    };
-    Ok(Json(w.create_group(&c, req).await?))
-}
-
-async fn get_group(
-    State(w): State<Arc<Ward>>,
-    Auth(c): Auth,
-    Path(uid): Path<String>,
-    q: Params,
-) -> Reply<Group> {
-    q.finish()?;
-    Ok(Json(w.get_group(&c, GetGroupRequest { uid }).await?))
-}
-
-async fn update_group(
-    State(w): State<Arc<Ward>>,
-    Auth(c): Auth,
-    Path(uid): Path<String>,
-    mut q: Params,
-    body: JsonBody,
-) -> Reply<Group> {
-    let paths = q.list("update_mask");
-    q.finish()?;
-    let mask = if paths.is_empty() {
-        UpdateMask::BodyKeys(body.keys())
-    } else {
-        UpdateMask::Paths(paths)
-    };
-    let mut group: Group = body.message()?;
-    group.uid = uid;
-    Ok(Json(w.update_group(&c, group, mask).await?))
-}
-
-async fn delete_group(
-    State(w): State<Arc<Ward>>,
-    Auth(c): Auth,
-    Path(uid): Path<String>,
-    q: Params,
-) -> Reply<serde_json::Value> {
-    q.finish()?;
-    w.delete_group(&c, DeleteGroupRequest { uid }).await?;
-    Ok(Json(serde_json::json!({})))
 }

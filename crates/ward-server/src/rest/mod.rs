@@ -17,7 +17,11 @@ use crate::authz::Caller;
 use crate::status::ApiError;
 use crate::ward::Ward;
 
+mod crud;
 mod groups;
+mod identities;
+mod role_bindings;
+mod roles;
 mod system;
 
 /// Largest accepted request body.
@@ -27,6 +31,9 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub fn router(ward: Arc<Ward>, issuer_path: &str) -> axum::Router {
     axum::Router::new()
         .merge(groups::routes())
+        .merge(identities::routes())
+        .merge(roles::routes())
+        .merge(role_bindings::routes())
         .merge(system::routes(issuer_path))
         .fallback(no_route)
         .layer(axum::middleware::map_response(method_not_allowed))

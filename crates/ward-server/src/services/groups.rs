@@ -10,7 +10,7 @@ use ward_proto::iam::v2::{
     CreateGroupRequest, DeleteGroupRequest, GetGroupRequest, Group, ListGroupsRequest,
     ListGroupsResponse,
 };
-use ward_store::{GROUP_TYPE, GroupPatch, GroupRecord};
+use ward_store::{GROUP_TYPE, GroupPatch, GroupRecord, RoleBindingRecord};
 
 use super::UpdateMask;
 use super::list::ListParams;
@@ -68,17 +68,26 @@ impl Ward {
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));
         }
-        let uid = match &parent {
+        let now = self.clock.now_millis();
+        let (uid, owner) = match &parent {
             Some(p) => {
-                self.authorize(caller, Capability::IamGroupsCreate, p, GROUP_TYPE)?;
-                p.new_child()
+                self.authorize(
+                    caller,
+                    Capability::IamGroupsCreate,
+                    p,
+                    Capability::IamGroupsList,
+                    GROUP_TYPE,
+                )?;
+                (p.new_child(), None)
             }
             None => {
-                self.authorize_unscoped(caller, Capability::IamGroupsCreate)?;
-                Uidp::new_root()
+                let uid = Uidp::new_root();
+                (
+                    uid.clone(),
+                    self.authorize_new_org(caller, &uid, now).await?,
+                )
             }
         };
-        let now = self.clock.now_millis();
         let record = GroupRecord {
             uid: uid.into(),
             parent_uid: parent.map(Into::into),
@@ -88,13 +97,58 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        self.store.create_group(&record).await?;
+        self.store.create_group(&record, owner.as_ref()).await?;
+        if owner.is_some() {
+            self.grants_changed();
+        }
         Ok(to_proto(record))
+    }
+
+    /// Who may create an organization: the server admin always; another
+    /// identity only when the server allows it, and then it becomes the new
+    /// organization's owner (the binding is returned, to be created with it).
+    async fn authorize_new_org(
+        &self,
+        caller: &Caller,
+        org: &Uidp,
+        now: i64,
+    ) -> Result<Option<RoleBindingRecord>> {
+        if caller.is_admin {
+            tracing::info!(target: "ward::audit", org = %org, "server admin creates an organization");
+            return Ok(None);
+        }
+        let denied = || {
+            Error::PermissionDenied(
+                "creating organizations is reserved to the server admin on this server".into(),
+            )
+        };
+        if !self.allow_org_creation {
+            return Err(denied());
+        }
+        let me = Uidp::parse("subject", &caller.subject).map_err(|_| denied())?;
+        if self.store.get_identity(&me).await?.is_none() {
+            return Err(denied());
+        }
+        let owner = ward_core::capability::builtin_role("owner").expect("owner is built in");
+        Ok(Some(RoleBindingRecord {
+            uid: org.new_child().into(),
+            parent_uid: org.as_str().into(),
+            identity_uid: caller.subject.clone(),
+            role_uid: owner.uid(),
+            create_time: now,
+            update_time: now,
+        }))
     }
 
     pub async fn get_group(&self, caller: &Caller, req: GetGroupRequest) -> Result<Group> {
         let uid = Uidp::parse("uid", &req.uid)?;
-        self.authorize(caller, Capability::IamGroupsList, &uid, GROUP_TYPE)?;
+        self.authorize(
+            caller,
+            Capability::IamGroupsList,
+            &uid,
+            Capability::IamGroupsList,
+            GROUP_TYPE,
+        )?;
         let record = self
             .store
             .get_group(&uid)
@@ -116,6 +170,7 @@ impl Ward {
             page_token: &req.page_token,
             order_by: &req.order_by,
             skip: req.skip,
+            filters: Vec::new(),
         };
         let q = self.list_query(COLLECTION, params, visible)?;
         let page = self.store.list_groups(&q).await?;
@@ -163,7 +218,13 @@ impl Ward {
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));
         }
-        self.authorize(caller, Capability::IamGroupsUpdate, &uid, GROUP_TYPE)?;
+        self.authorize(
+            caller,
+            Capability::IamGroupsUpdate,
+            &uid,
+            Capability::IamGroupsList,
+            GROUP_TYPE,
+        )?;
         if mask.is_empty() {
             // Nothing to change: answer with the group as it is.
             let record = self
@@ -182,7 +243,13 @@ impl Ward {
 
     pub async fn delete_group(&self, caller: &Caller, req: DeleteGroupRequest) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
-        self.authorize(caller, Capability::IamGroupsDelete, &uid, GROUP_TYPE)?;
+        self.authorize(
+            caller,
+            Capability::IamGroupsDelete,
+            &uid,
+            Capability::IamGroupsList,
+            GROUP_TYPE,
+        )?;
         self.store.delete_group(&uid).await
     }
 }

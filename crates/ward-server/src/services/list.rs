@@ -19,6 +19,8 @@ pub struct ListParams<'a> {
     pub page_token: &'a str,
     pub order_by: &'a str,
     pub skip: i32,
+    /// Resource-specific exact-match filters (column, value), already checked.
+    pub filters: Vec<(&'static str, ward_core::listing::FilterValue)>,
 }
 
 fn opt_uidp(
@@ -83,6 +85,7 @@ impl Ward {
         let mut q = ListQuery {
             uidp: filter,
             name: (!p.name.is_empty()).then(|| p.name.to_owned()),
+            filters: p.filters,
             order,
             page_size,
             skip,

@@ -4,7 +4,10 @@
 //! encode.
 
 pub mod groups;
+pub mod identities;
 mod list;
+pub mod role_bindings;
+pub mod roles;
 
 /// How an update names the fields it changes (AIP-134).
 pub enum UpdateMask {

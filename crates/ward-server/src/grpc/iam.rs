@@ -1,0 +1,85 @@
+//! The IAM gRPC services, for both `chainguard.platform.iam.v2` and `…v2beta1`.
+//! Their messages are the same Rust types, so one macro body serves every
+//! (service, version) pair: authenticate, call the service layer, map errors.
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+use ward_proto::iam::v2::*;
+
+use super::{caller, reply};
+use crate::services::UpdateMask;
+use crate::ward::Ward;
+
+#[derive(Clone)]
+pub struct Iam(pub Arc<Ward>);
+
+/// AIP-134 over gRPC: an explicit non-empty mask, else the populated fields.
+fn mask(m: Option<pbjson_types::FieldMask>) -> UpdateMask {
+    match m {
+        Some(m) if !m.paths.is_empty() => UpdateMask::Paths(m.paths),
+        _ => UpdateMask::Populated,
+    }
+}
+
+macro_rules! crud_service {
+    ($server:path, $msg:ty, $resource:ident,
+     $create:ident($create_req:ty), $get:ident($get_req:ty), $list:ident($list_req:ty) -> $list_resp:ty,
+     $update:ident($update_req:ty), $delete:ident($delete_req:ty)) => {
+        #[tonic::async_trait]
+        impl $server for Iam {
+            async fn $create(&self, req: Request<$create_req>) -> Result<Response<$msg>, Status> {
+                let c = caller(&self.0, &req).await?;
+                reply(self.0.$create(&c, req.into_inner()).await)
+            }
+
+            async fn $get(&self, req: Request<$get_req>) -> Result<Response<$msg>, Status> {
+                let c = caller(&self.0, &req).await?;
+                reply(self.0.$get(&c, req.into_inner()).await)
+            }
+
+            async fn $list(&self, req: Request<$list_req>) -> Result<Response<$list_resp>, Status> {
+                let c = caller(&self.0, &req).await?;
+                reply(self.0.$list(&c, req.into_inner()).await)
+            }
+
+            async fn $update(&self, req: Request<$update_req>) -> Result<Response<$msg>, Status> {
+                let c = caller(&self.0, &req).await?;
+                let r = req.into_inner();
+                reply(
+                    self.0
+                        .$update(&c, r.$resource.unwrap_or_default(), mask(r.update_mask))
+                        .await,
+                )
+            }
+
+            async fn $delete(&self, req: Request<$delete_req>) -> Result<Response<()>, Status> {
+                let c = caller(&self.0, &req).await?;
+                reply(self.0.$delete(&c, req.into_inner()).await)
+            }
+        }
+    };
+}
+
+macro_rules! iam_services {
+    ($($version:ident),*) => {$(
+        crud_service!(ward_proto::iam::$version::groups_service_server::GroupsService, Group, group,
+            create_group(CreateGroupRequest), get_group(GetGroupRequest),
+            list_groups(ListGroupsRequest) -> ListGroupsResponse,
+            update_group(UpdateGroupRequest), delete_group(DeleteGroupRequest));
+        crud_service!(ward_proto::iam::$version::identities_service_server::IdentitiesService, Identity, identity,
+            create_identity(CreateIdentityRequest), get_identity(GetIdentityRequest),
+            list_identities(ListIdentitiesRequest) -> ListIdentitiesResponse,
+            update_identity(UpdateIdentityRequest), delete_identity(DeleteIdentityRequest));
+        crud_service!(ward_proto::iam::$version::roles_service_server::RolesService, Role, role,
+            create_role(CreateRoleRequest), get_role(GetRoleRequest),
+            list_roles(ListRolesRequest) -> ListRolesResponse,
+            update_role(UpdateRoleRequest), delete_role(DeleteRoleRequest));
+        crud_service!(ward_proto::iam::$version::role_bindings_service_server::RoleBindingsService, RoleBinding, role_binding,
+            create_role_binding(CreateRoleBindingRequest), get_role_binding(GetRoleBindingRequest),
+            list_role_bindings(ListRoleBindingsRequest) -> ListRoleBindingsResponse,
+            update_role_binding(UpdateRoleBindingRequest), delete_role_binding(DeleteRoleBindingRequest));
+    )*};
+}
+
+iam_services!(v2, v2beta1);

@@ -1,0 +1,116 @@
+//! The shape every IAM resource shares over REST: create under a parent, get,
+//! update (PATCH with AIP-134 masks) and delete by uid. Each resource names its
+//! service calls once in a [`Resource`] impl; the handlers here are generic.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::routing::MethodRouter;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use ward_core::Result;
+
+use super::{Auth, JsonBody, Params, Reply};
+use crate::authz::Caller;
+use crate::services::UpdateMask;
+use crate::ward::Ward;
+
+pub trait Resource: Send + Sync + 'static {
+    type Msg: Serialize + DeserializeOwned + Send + 'static;
+
+    fn create(
+        w: &Ward,
+        c: &Caller,
+        parent: String,
+        msg: Self::Msg,
+    ) -> impl Future<Output = Result<Self::Msg>> + Send;
+    fn get(w: &Ward, c: &Caller, uid: String) -> impl Future<Output = Result<Self::Msg>> + Send;
+    /// `msg` carries the uid from the path.
+    fn update(
+        w: &Ward,
+        c: &Caller,
+        msg: Self::Msg,
+        mask: UpdateMask,
+    ) -> impl Future<Output = Result<Self::Msg>> + Send;
+    fn delete(w: &Ward, c: &Caller, uid: String) -> impl Future<Output = Result<()>> + Send;
+    fn set_uid(msg: &mut Self::Msg, uid: String);
+}
+
+async fn create<R: Resource>(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    Path(parent): Path<String>,
+    q: Params,
+    body: JsonBody,
+) -> Reply<R::Msg> {
+    q.finish()?;
+    Ok(Json(R::create(&w, &c, parent, body.message()?).await?))
+}
+
+async fn get<R: Resource>(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    Path(uid): Path<String>,
+    q: Params,
+) -> Reply<R::Msg> {
+    q.finish()?;
+    Ok(Json(R::get(&w, &c, uid).await?))
+}
+
+async fn update<R: Resource>(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    Path(uid): Path<String>,
+    mut q: Params,
+    body: JsonBody,
+) -> Reply<R::Msg> {
+    let paths = q.list("update_mask");
+    q.finish()?;
+    let mask = if paths.is_empty() {
+        UpdateMask::BodyKeys(body.keys())
+    } else {
+        UpdateMask::Paths(paths)
+    };
+    let mut msg: R::Msg = body.message()?;
+    R::set_uid(&mut msg, uid);
+    Ok(Json(R::update(&w, &c, msg, mask).await?))
+}
+
+async fn delete<R: Resource>(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    Path(uid): Path<String>,
+    q: Params,
+) -> Reply<serde_json::Value> {
+    q.finish()?;
+    R::delete(&w, &c, uid).await?;
+    Ok(Json(serde_json::json!({})))
+}
+
+/// The `/{collection}/{*uid}` routes of `R`: POST creates under the path's
+/// parent; GET, PATCH and DELETE act on the path's uid.
+pub fn item_routes<R: Resource>() -> MethodRouter<Arc<Ward>> {
+    axum::routing::post(create::<R>)
+        .get(get::<R>)
+        .patch(update::<R>)
+        .delete(delete::<R>)
+}
+
+/// Registers `collection` (list + item routes) under every IAM version.
+pub fn routes<R: Resource>(
+    collection: &str,
+    list: MethodRouter<Arc<Ward>>,
+) -> axum::Router<Arc<Ward>> {
+    let mut r = axum::Router::new();
+    for v in ["v2beta1", "v2"] {
+        r = r
+            .route(&format!("/iam/{v}/{collection}"), list.clone())
+            .route(
+                &format!("/iam/{v}/{collection}/{{*uid}}"),
+                item_routes::<R>(),
+            );
+    }
+    r
+}

@@ -1,0 +1,86 @@
+//! `/iam/{v2beta1,v2}/identities` over REST.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::routing::get;
+use ward_core::{Error, Result};
+use ward_proto::iam::v2::{
+    CreateIdentityRequest, DeleteIdentityRequest, GetIdentityRequest, Identity,
+    ListIdentitiesRequest, ListIdentitiesResponse, RelationshipType,
+};
+
+use super::crud::{self, Resource};
+use super::{Auth, Params, Reply};
+use crate::authz::Caller;
+use crate::services::UpdateMask;
+use crate::ward::Ward;
+
+struct Identities;
+
+impl Resource for Identities {
+    type Msg = Identity;
+
+    async fn create(w: &Ward, c: &Caller, parent: String, msg: Identity) -> Result<Identity> {
+        w.create_identity(
+            c,
+            CreateIdentityRequest {
+                parent,
+                identity: Some(msg),
+            },
+        )
+        .await
+    }
+    async fn get(w: &Ward, c: &Caller, uid: String) -> Result<Identity> {
+        w.get_identity(c, GetIdentityRequest { uid }).await
+    }
+    async fn update(w: &Ward, c: &Caller, msg: Identity, mask: UpdateMask) -> Result<Identity> {
+        w.update_identity(c, msg, mask).await
+    }
+    async fn delete(w: &Ward, c: &Caller, uid: String) -> Result<()> {
+        w.delete_identity(c, DeleteIdentityRequest { uid }).await
+    }
+    fn set_uid(msg: &mut Identity, uid: String) {
+        msg.uid = uid;
+    }
+}
+
+pub fn routes() -> axum::Router<Arc<Ward>> {
+    crud::routes::<Identities>("identities", get(list_identities))
+}
+
+/// `relationship_type` by enum name or number.
+fn relationship_type(raw: &str) -> Result<i32> {
+    if raw.is_empty() {
+        return Ok(0);
+    }
+    raw.parse::<i32>()
+        .ok()
+        .filter(|n| RelationshipType::try_from(*n).is_ok())
+        .or_else(|| RelationshipType::from_str_name(raw).map(|t| t as i32))
+        .ok_or_else(|| {
+            Error::invalid(
+                "relationship_type",
+                format!("relationship_type \"{raw}\" is not a RelationshipType"),
+            )
+        })
+}
+
+async fn list_identities(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    mut q: Params,
+) -> Reply<ListIdentitiesResponse> {
+    let req = ListIdentitiesRequest {
+        uidp: q.uidp()?,
+        name: q.string("name"),
+        relationship_type: relationship_type(&q.string("relationship_type"))?,
+        page_size: q.int("page_size")?,
+        page_token: q.string("page_token"),
+        order_by: q.string("order_by"),
+        skip: q.int("skip")?,
+    };
+    q.finish()?;
+    Ok(Json(w.list_identities(&c, req).await?))
+}

@@ -1,0 +1,280 @@
+//! Role bindings: an identity holds a role at a group and everything below it.
+//! Every response carries the identity, group and role hydrated.
+
+use ward_core::capability::{CapSet, Capability};
+use ward_core::error::FieldViolation;
+use ward_core::fieldmask::{FieldMask, Updatable};
+use ward_core::listing::FilterValue;
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+use ward_proto::Timestamp;
+use ward_proto::iam::v2::{
+    CreateRoleBindingRequest, DeleteRoleBindingRequest, GetRoleBindingRequest,
+    ListRoleBindingsRequest, ListRoleBindingsResponse, RoleBinding, RoleBindingGroup,
+    RoleBindingIdentity, RoleBindingRole,
+};
+use ward_store::{
+    GROUP_TYPE, HydratedBinding, IDENTITY_TYPE, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord,
+};
+
+use super::UpdateMask;
+use super::list::ListParams;
+use crate::authz::Caller;
+use crate::ward::Ward;
+
+const COLLECTION: &str = "role_bindings";
+
+pub const BINDING_FIELDS: Updatable = Updatable {
+    mutable: &["role_uid"],
+    output_only: &[
+        "uid",
+        "identity",
+        "group",
+        "role",
+        "create_time",
+        "identity_uid",
+    ],
+};
+
+fn to_proto(b: HydratedBinding) -> RoleBinding {
+    RoleBinding {
+        identity: Some(RoleBindingIdentity {
+            uid: b.identity_uid.clone(),
+            name: b.identity_name,
+            description: b.identity_description,
+            subject: b.identity_subject,
+            issuer: b.identity_issuer,
+            email: String::new(),
+        }),
+        group: Some(RoleBindingGroup {
+            uid: b.parent_uid,
+            name: b.group_name,
+            description: b.group_description,
+        }),
+        role: Some(RoleBindingRole {
+            uid: b.role_uid.clone(),
+            name: b.name,
+            description: b.role_description,
+        }),
+        create_time: Some(Timestamp::from_millis(b.create_time)),
+        uid: b.uid,
+        identity_uid: b.identity_uid,
+        role_uid: b.role_uid,
+    }
+}
+
+fn parse_into(field: &str, raw: &str, bad: &mut Vec<FieldViolation>) -> Option<Uidp> {
+    match Uidp::parse(field, raw) {
+        Ok(u) => Some(u),
+        Err(Error::InvalidArgument(v)) => {
+            bad.extend(v);
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+impl Ward {
+    /// The capabilities of a role that may be bound at `group`: a built-in role,
+    /// or a custom role defined in `group` or one of its ancestors.
+    async fn bindable_role(&self, group: &Uidp, role: &Uidp) -> Result<CapSet> {
+        let r = self
+            .store
+            .get_role(role)
+            .await?
+            .ok_or_else(|| Error::not_found(ROLE_TYPE, role.as_str()))?;
+        if let Some(home) = &r.parent_uid
+            && !group.is_self_or_descendant_of(&Uidp::parse("role", home)?)
+        {
+            return Err(Error::invalid(
+                "role_uid",
+                "role_uid must name a built-in role or a role defined in this group or one above it",
+            ));
+        }
+        Ok(CapSet::from_storage(&r.capabilities))
+    }
+
+    pub async fn create_role_binding(
+        &self,
+        caller: &Caller,
+        req: CreateRoleBindingRequest,
+    ) -> Result<RoleBinding> {
+        let b = req.role_binding.unwrap_or_default();
+        let mut bad = Vec::new();
+        let group = parse_into("parent", &req.parent, &mut bad);
+        let identity = parse_into("identity_uid", &b.identity_uid, &mut bad);
+        let role = parse_into("role_uid", &b.role_uid, &mut bad);
+        let (Some(group), Some(identity), Some(role), true) =
+            (group, identity, role, bad.is_empty())
+        else {
+            return Err(Error::InvalidArgument(bad));
+        };
+        self.authorize(
+            caller,
+            Capability::IamRoleBindingsCreate,
+            &group,
+            Capability::IamGroupsList,
+            GROUP_TYPE,
+        )?;
+        let caps = self.bindable_role(&group, &role).await?;
+        self.check_no_escalation(caller, &group, caps)?;
+        if self.store.get_identity(&identity).await?.is_none() {
+            return Err(Error::not_found(IDENTITY_TYPE, identity.as_str()));
+        }
+        let now = self.clock.now_millis();
+        let uid = group.new_child();
+        let record = RoleBindingRecord {
+            uid: uid.as_str().into(),
+            parent_uid: group.into(),
+            identity_uid: identity.into(),
+            role_uid: role.into(),
+            create_time: now,
+            update_time: now,
+        };
+        self.store.create_binding(&record).await?;
+        self.grants_changed();
+        let b = self
+            .store
+            .get_binding(&uid)
+            .await?
+            .ok_or_else(|| Error::internal("created binding vanished"))?;
+        Ok(to_proto(b))
+    }
+
+    pub async fn get_role_binding(
+        &self,
+        caller: &Caller,
+        req: GetRoleBindingRequest,
+    ) -> Result<RoleBinding> {
+        let uid = Uidp::parse("uid", &req.uid)?;
+        self.authorize(
+            caller,
+            Capability::IamRoleBindingsList,
+            &uid,
+            Capability::IamRoleBindingsList,
+            ROLE_BINDING_TYPE,
+        )?;
+        let b = self
+            .store
+            .get_binding(&uid)
+            .await?
+            .ok_or_else(|| Error::not_found(ROLE_BINDING_TYPE, uid.as_str()))?;
+        Ok(to_proto(b))
+    }
+
+    pub async fn list_role_bindings(
+        &self,
+        caller: &Caller,
+        req: ListRoleBindingsRequest,
+    ) -> Result<ListRoleBindingsResponse> {
+        let visible = self.visible_scopes(caller, Capability::IamRoleBindingsList);
+        let mut bad = Vec::new();
+        let mut filters = Vec::new();
+        for (field, column, raw) in [
+            ("identity", "identity_uid", &req.identity),
+            ("group", "parent_uid", &req.group),
+            ("role", "role_uid", &req.role),
+        ] {
+            if !raw.is_empty()
+                && let Some(u) = parse_into(field, raw, &mut bad)
+            {
+                filters.push((column, FilterValue::Text(u.into())));
+            }
+        }
+        if !bad.is_empty() {
+            return Err(Error::InvalidArgument(bad));
+        }
+        let params = ListParams {
+            uidp: req.uidp.as_ref(),
+            name: "",
+            page_size: req.page_size,
+            page_token: &req.page_token,
+            order_by: &req.order_by,
+            skip: req.skip,
+            filters,
+        };
+        let q = self.list_query(COLLECTION, params, visible)?;
+        let page = self.store.list_bindings(&q).await?;
+        Ok(ListRoleBindingsResponse {
+            next_page_token: self.next_page_token(COLLECTION, &q, &page),
+            total_count: Some(page.total_count),
+            skipped: req.skip,
+            role_bindings: page.items.into_iter().map(to_proto).collect(),
+        })
+    }
+
+    /// Changes the role of a binding (the only mutable field).
+    pub async fn update_role_binding(
+        &self,
+        caller: &Caller,
+        b: RoleBinding,
+        mask: UpdateMask,
+    ) -> Result<RoleBinding> {
+        let uid = Uidp::parse("role_binding.uid", &b.uid)?;
+        let mask = match mask {
+            UpdateMask::Paths(paths) => FieldMask::parse(&paths.join(","), &BINDING_FIELDS)?,
+            UpdateMask::BodyKeys(keys) => {
+                FieldMask::from_body_keys(keys.iter().map(String::as_str), &BINDING_FIELDS)
+            }
+            UpdateMask::Populated => FieldMask::of(if b.role_uid.is_empty() {
+                vec![]
+            } else {
+                vec!["role_uid"]
+            }),
+        };
+        let role = if mask.contains("role_uid") {
+            Some(Uidp::parse("role_uid", &b.role_uid)?)
+        } else {
+            None
+        };
+        self.authorize(
+            caller,
+            Capability::IamRoleBindingsUpdate,
+            &uid,
+            Capability::IamRoleBindingsList,
+            ROLE_BINDING_TYPE,
+        )?;
+        let Some(role) = role else {
+            let b = self
+                .store
+                .get_binding(&uid)
+                .await?
+                .ok_or_else(|| Error::not_found(ROLE_BINDING_TYPE, uid.as_str()))?;
+            return Ok(to_proto(b));
+        };
+        let group = uid.parent().ok_or_else(|| {
+            Error::invalid("role_binding.uid", "a role binding uid has a group part")
+        })?;
+        let caps = self.bindable_role(&group, &role).await?;
+        self.check_no_escalation(caller, &group, caps)?;
+        let updated = self
+            .store
+            .update_binding(&uid, role.as_str(), self.clock.now_millis())
+            .await?;
+        self.grants_changed();
+        Ok(to_proto(updated))
+    }
+
+    /// Deletes a binding; deleting one that is already gone succeeds (AIP-135).
+    pub async fn delete_role_binding(
+        &self,
+        caller: &Caller,
+        req: DeleteRoleBindingRequest,
+    ) -> Result<()> {
+        let uid = Uidp::parse("uid", &req.uid)?;
+        if uid.is_root() {
+            return Err(Error::invalid("uid", "a role binding uid has a group part"));
+        }
+        self.authorize(
+            caller,
+            Capability::IamRoleBindingsDelete,
+            &uid,
+            Capability::IamRoleBindingsList,
+            ROLE_BINDING_TYPE,
+        )?;
+        if self.store.delete_binding(&uid).await? {
+            self.grants_changed();
+        }
+        Ok(())
+    }
+}
