@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ward_core::capability::{CapSet, Capability};
+use ward_core::rpc::Rule;
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
@@ -127,17 +128,13 @@ impl Ward {
         }
     }
 
-    /// Requires `cap` at `scope`. A caller who does not hold `seen_with` there
-    /// (the list capability of the thing at `scope`) cannot see it: NOT_FOUND of
-    /// `resource_type`. One who can see it but lacks `cap` gets PERMISSION_DENIED.
-    pub fn authorize(
-        &self,
-        caller: &Caller,
-        cap: Capability,
-        scope: &Uidp,
-        seen_with: Capability,
-        resource_type: &'static str,
-    ) -> Result<()> {
+    /// Applies `rule` (see `ward_core::rpc`) at `scope`: the parent group for
+    /// creates, the resource's uid otherwise. A caller who cannot see the thing
+    /// at `scope` gets NOT_FOUND; one who can see it but lacks the rule's
+    /// capability gets PERMISSION_DENIED.
+    pub fn authorize(&self, caller: &Caller, rule: &Rule, scope: &Uidp) -> Result<()> {
+        let cap = rule.capability;
+        let (seen_with, resource_type) = rule.seen_with();
         if caller.is_admin {
             tracing::info!(target: "ward::audit", cap = cap.dotted_name(), scope = %scope, "server admin access");
             return Ok(());

@@ -23,10 +23,10 @@ pub mod sqlite;
 pub mod testing;
 
 /// Resource type names used in NOT_FOUND details.
-pub const GROUP_TYPE: &str = "iam.chainguard.dev/Group";
-pub const IDENTITY_TYPE: &str = "iam.chainguard.dev/Identity";
-pub const ROLE_TYPE: &str = "iam.chainguard.dev/Role";
-pub const ROLE_BINDING_TYPE: &str = "iam.chainguard.dev/RoleBinding";
+pub const GROUP_TYPE: &str = ward_core::rpc::Kind::Group.type_name();
+pub const IDENTITY_TYPE: &str = ward_core::rpc::Kind::Identity.type_name();
+pub const ROLE_TYPE: &str = ward_core::rpc::Kind::Role.type_name();
+pub const ROLE_BINDING_TYPE: &str = ward_core::rpc::Kind::RoleBinding.type_name();
 
 /// A stored group. Times are milliseconds since the Unix epoch.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]

@@ -1,8 +1,8 @@
 //! Groups: organizations (root groups) and the groups beneath them.
 
-use ward_core::capability::Capability;
 use ward_core::fieldmask::{FieldMask, Updatable};
 use ward_core::names::{check_description, check_name};
+use ward_core::rpc;
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 use ward_proto::Timestamp;
@@ -71,13 +71,7 @@ impl Ward {
         let now = self.clock.now_millis();
         let (uid, owner) = match &parent {
             Some(p) => {
-                self.authorize(
-                    caller,
-                    Capability::IamGroupsCreate,
-                    p,
-                    Capability::IamGroupsList,
-                    GROUP_TYPE,
-                )?;
+                self.authorize(caller, &rpc::CREATE_GROUP, p)?;
                 (p.new_child(), None)
             }
             None => {
@@ -142,13 +136,7 @@ impl Ward {
 
     pub async fn get_group(&self, caller: &Caller, req: GetGroupRequest) -> Result<Group> {
         let uid = Uidp::parse("uid", &req.uid)?;
-        self.authorize(
-            caller,
-            Capability::IamGroupsList,
-            &uid,
-            Capability::IamGroupsList,
-            GROUP_TYPE,
-        )?;
+        self.authorize(caller, &rpc::GET_GROUP, &uid)?;
         let record = self
             .store
             .get_group(&uid)
@@ -162,7 +150,7 @@ impl Ward {
         caller: &Caller,
         req: ListGroupsRequest,
     ) -> Result<ListGroupsResponse> {
-        let visible = self.visible_scopes(caller, Capability::IamGroupsList);
+        let visible = self.visible_scopes(caller, rpc::LIST_GROUPS.capability);
         let params = ListParams {
             uidp: req.uidp.as_ref(),
             name: &req.name,
@@ -218,13 +206,7 @@ impl Ward {
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));
         }
-        self.authorize(
-            caller,
-            Capability::IamGroupsUpdate,
-            &uid,
-            Capability::IamGroupsList,
-            GROUP_TYPE,
-        )?;
+        self.authorize(caller, &rpc::UPDATE_GROUP, &uid)?;
         if mask.is_empty() {
             // Nothing to change: answer with the group as it is.
             let record = self
@@ -243,13 +225,7 @@ impl Ward {
 
     pub async fn delete_group(&self, caller: &Caller, req: DeleteGroupRequest) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
-        self.authorize(
-            caller,
-            Capability::IamGroupsDelete,
-            &uid,
-            Capability::IamGroupsList,
-            GROUP_TYPE,
-        )?;
+        self.authorize(caller, &rpc::DELETE_GROUP, &uid)?;
         self.store.delete_group(&uid).await
     }
 }

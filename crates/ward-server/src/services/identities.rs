@@ -1,11 +1,11 @@
 //! Identities: workloads that act in the platform, each under a group, with
 //! exactly one relationship (how a presented token proves it is this identity).
 
-use ward_core::capability::Capability;
 use ward_core::error::FieldViolation;
 use ward_core::fieldmask::{FieldMask, Updatable};
 use ward_core::listing::FilterValue;
 use ward_core::names::{check_description, check_name};
+use ward_core::rpc;
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 use ward_proto::Timestamp;
@@ -14,7 +14,7 @@ use ward_proto::iam::v2::{
     ClaimMatch, CreateIdentityRequest, DeleteIdentityRequest, GetIdentityRequest, Identity,
     ListIdentitiesRequest, ListIdentitiesResponse, RelationshipType, StaticKeys, claim_match,
 };
-use ward_store::{GROUP_TYPE, IDENTITY_TYPE, IdentityPatch, IdentityRecord};
+use ward_store::{IDENTITY_TYPE, IdentityPatch, IdentityRecord};
 
 use super::UpdateMask;
 use super::list::ListParams;
@@ -255,13 +255,7 @@ impl Ward {
         else {
             return Err(Error::InvalidArgument(bad));
         };
-        self.authorize(
-            caller,
-            Capability::IamIdentityCreate,
-            &parent,
-            Capability::IamGroupsList,
-            GROUP_TYPE,
-        )?;
+        self.authorize(caller, &rpc::CREATE_IDENTITY, &parent)?;
         let record = IdentityRecord {
             uid: parent.new_child().into(),
             parent_uid: Some(parent.into()),
@@ -282,13 +276,7 @@ impl Ward {
 
     pub async fn get_identity(&self, caller: &Caller, req: GetIdentityRequest) -> Result<Identity> {
         let uid = Uidp::parse("uid", &req.uid)?;
-        self.authorize(
-            caller,
-            Capability::IamIdentityList,
-            &uid,
-            Capability::IamIdentityList,
-            IDENTITY_TYPE,
-        )?;
+        self.authorize(caller, &rpc::GET_IDENTITY, &uid)?;
         let r = self
             .store
             .get_identity(&uid)
@@ -302,7 +290,7 @@ impl Ward {
         caller: &Caller,
         req: ListIdentitiesRequest,
     ) -> Result<ListIdentitiesResponse> {
-        let visible = self.visible_scopes(caller, Capability::IamIdentityList);
+        let visible = self.visible_scopes(caller, rpc::LIST_IDENTITIES.capability);
         let mut filters = Vec::new();
         if req.relationship_type != 0 {
             filters.push((
@@ -384,13 +372,7 @@ impl Ward {
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));
         }
-        self.authorize(
-            caller,
-            Capability::IamIdentityUpdate,
-            &uid,
-            Capability::IamIdentityList,
-            IDENTITY_TYPE,
-        )?;
+        self.authorize(caller, &rpc::UPDATE_IDENTITY, &uid)?;
         let record = if mask.is_empty() {
             self.store
                 .get_identity(&uid)
@@ -406,13 +388,7 @@ impl Ward {
 
     pub async fn delete_identity(&self, caller: &Caller, req: DeleteIdentityRequest) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
-        self.authorize(
-            caller,
-            Capability::IamIdentityDelete,
-            &uid,
-            Capability::IamIdentityList,
-            IDENTITY_TYPE,
-        )?;
+        self.authorize(caller, &rpc::DELETE_IDENTITY, &uid)?;
         self.store.delete_identity(&uid).await
     }
 }

@@ -1,10 +1,11 @@
 //! Role bindings: an identity holds a role at a group and everything below it.
 //! Every response carries the identity, group and role hydrated.
 
-use ward_core::capability::{CapSet, Capability};
+use ward_core::capability::CapSet;
 use ward_core::error::FieldViolation;
 use ward_core::fieldmask::{FieldMask, Updatable};
 use ward_core::listing::FilterValue;
+use ward_core::rpc;
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 use ward_proto::Timestamp;
@@ -13,9 +14,7 @@ use ward_proto::iam::v2::{
     ListRoleBindingsRequest, ListRoleBindingsResponse, RoleBinding, RoleBindingGroup,
     RoleBindingIdentity, RoleBindingRole,
 };
-use ward_store::{
-    GROUP_TYPE, HydratedBinding, IDENTITY_TYPE, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord,
-};
+use ward_store::{HydratedBinding, IDENTITY_TYPE, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord};
 
 use super::UpdateMask;
 use super::list::ListParams;
@@ -109,13 +108,7 @@ impl Ward {
         else {
             return Err(Error::InvalidArgument(bad));
         };
-        self.authorize(
-            caller,
-            Capability::IamRoleBindingsCreate,
-            &group,
-            Capability::IamGroupsList,
-            GROUP_TYPE,
-        )?;
+        self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &group)?;
         let caps = self.bindable_role(&group, &role).await?;
         self.check_no_escalation(caller, &group, caps)?;
         if self.store.get_identity(&identity).await?.is_none() {
@@ -147,13 +140,7 @@ impl Ward {
         req: GetRoleBindingRequest,
     ) -> Result<RoleBinding> {
         let uid = Uidp::parse("uid", &req.uid)?;
-        self.authorize(
-            caller,
-            Capability::IamRoleBindingsList,
-            &uid,
-            Capability::IamRoleBindingsList,
-            ROLE_BINDING_TYPE,
-        )?;
+        self.authorize(caller, &rpc::GET_ROLE_BINDING, &uid)?;
         let b = self
             .store
             .get_binding(&uid)
@@ -167,7 +154,7 @@ impl Ward {
         caller: &Caller,
         req: ListRoleBindingsRequest,
     ) -> Result<ListRoleBindingsResponse> {
-        let visible = self.visible_scopes(caller, Capability::IamRoleBindingsList);
+        let visible = self.visible_scopes(caller, rpc::LIST_ROLE_BINDINGS.capability);
         let mut bad = Vec::new();
         let mut filters = Vec::new();
         for (field, column, raw) in [
@@ -227,13 +214,7 @@ impl Ward {
         } else {
             None
         };
-        self.authorize(
-            caller,
-            Capability::IamRoleBindingsUpdate,
-            &uid,
-            Capability::IamRoleBindingsList,
-            ROLE_BINDING_TYPE,
-        )?;
+        self.authorize(caller, &rpc::UPDATE_ROLE_BINDING, &uid)?;
         let Some(role) = role else {
             let b = self
                 .store
@@ -265,13 +246,7 @@ impl Ward {
         if uid.is_root() {
             return Err(Error::invalid("uid", "a role binding uid has a group part"));
         }
-        self.authorize(
-            caller,
-            Capability::IamRoleBindingsDelete,
-            &uid,
-            Capability::IamRoleBindingsList,
-            ROLE_BINDING_TYPE,
-        )?;
+        self.authorize(caller, &rpc::DELETE_ROLE_BINDING, &uid)?;
         if self.store.delete_binding(&uid).await? {
             self.grants_changed();
         }

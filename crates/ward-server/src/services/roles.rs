@@ -5,13 +5,14 @@ use ward_core::capability::{BUILTIN_ROLES, CapSet, Capability};
 use ward_core::error::{FieldViolation, PreconditionViolation};
 use ward_core::fieldmask::{FieldMask, Updatable};
 use ward_core::names::{check_description, check_name};
+use ward_core::rpc;
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 use ward_proto::Timestamp;
 use ward_proto::iam::v2::{
     CreateRoleRequest, DeleteRoleRequest, GetRoleRequest, ListRolesRequest, ListRolesResponse, Role,
 };
-use ward_store::{GROUP_TYPE, ROLE_TYPE, RolePatch, RoleRecord};
+use ward_store::{ROLE_TYPE, RolePatch, RoleRecord};
 
 use super::UpdateMask;
 use super::list::ListParams;
@@ -71,9 +72,9 @@ impl Ward {
         let record = self.store.get_role(uid).await?;
         let visible = match &record {
             Some(r) if r.parent_uid.is_none() => {
-                caller.is_admin || caller.grants.anywhere(Capability::IamRolesList)
+                caller.is_admin || caller.grants.anywhere(rpc::GET_ROLE.capability)
             }
-            _ => self.caps_at(caller, uid).contains(Capability::IamRolesList),
+            _ => self.caps_at(caller, uid).contains(rpc::GET_ROLE.capability),
         };
         match record {
             Some(r) if visible => Ok(r),
@@ -104,13 +105,7 @@ impl Ward {
         let (Some(parent), true) = (parent, bad.is_empty()) else {
             return Err(Error::InvalidArgument(bad));
         };
-        self.authorize(
-            caller,
-            Capability::IamRolesCreate,
-            &parent,
-            Capability::IamGroupsList,
-            GROUP_TYPE,
-        )?;
+        self.authorize(caller, &rpc::CREATE_ROLE, &parent)?;
         self.check_no_escalation(caller, &parent, caps)?;
         let now = self.clock.now_millis();
         let record = RoleRecord {
@@ -137,7 +132,7 @@ impl Ward {
         req: ListRolesRequest,
     ) -> Result<ListRolesResponse> {
         let visible = self
-            .visible_scopes(caller, Capability::IamRolesList)
+            .visible_scopes(caller, rpc::LIST_ROLES.capability)
             .map(|mut scopes| {
                 if !scopes.is_empty() {
                     // Whoever may list roles somewhere sees the built-in ones.
@@ -219,13 +214,7 @@ impl Ward {
         else {
             return Err(built_in(&uid));
         };
-        self.authorize(
-            caller,
-            Capability::IamRolesUpdate,
-            &uid,
-            Capability::IamRolesList,
-            ROLE_TYPE,
-        )?;
+        self.authorize(caller, &rpc::UPDATE_ROLE, &uid)?;
         if let Some(set) = caps {
             self.check_no_escalation(caller, &group, set)?;
         }
@@ -246,13 +235,7 @@ impl Ward {
         if current.parent_uid.is_none() {
             return Err(built_in(&uid));
         }
-        self.authorize(
-            caller,
-            Capability::IamRolesDelete,
-            &uid,
-            Capability::IamRolesList,
-            ROLE_TYPE,
-        )?;
+        self.authorize(caller, &rpc::DELETE_ROLE, &uid)?;
         self.store.delete_role(&uid).await?;
         self.grants_changed();
         Ok(())
