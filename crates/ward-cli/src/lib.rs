@@ -6,7 +6,11 @@
 
 pub mod client;
 pub mod groups;
+pub mod identities;
 mod output;
+pub mod resource;
+pub mod role_bindings;
+pub mod roles;
 
 pub use client::Client;
 
@@ -59,6 +63,15 @@ pub enum IamCommand {
     /// Organizations and the groups beneath them.
     #[command(subcommand)]
     Groups(groups::GroupsCommand),
+    /// Workloads that act in the platform, and how their tokens are recognized.
+    #[command(subcommand)]
+    Identities(identities::IdentitiesCommand),
+    /// Named sets of capabilities: the built-in ones and custom ones.
+    #[command(subcommand)]
+    Roles(roles::RolesCommand),
+    /// Who holds which role where: an identity, a role and a group.
+    #[command(subcommand)]
+    RoleBindings(role_bindings::RoleBindingsCommand),
 }
 
 /// Runs an `ward iam` command.
@@ -66,5 +79,8 @@ pub async fn run_iam(conn: &Connection, cmd: IamCommand) -> anyhow::Result<()> {
     let client = conn.client()?;
     match cmd {
         IamCommand::Groups(c) => groups::run(&client, conn.output, c).await,
+        IamCommand::Identities(c) => identities::run(&client, conn.output, c).await,
+        IamCommand::Roles(c) => roles::run(&client, conn.output, c).await,
+        IamCommand::RoleBindings(c) => role_bindings::run(&client, conn.output, c).await,
     }
 }

@@ -19,3 +19,10 @@ pub fn table(header: &[&str], rows: Vec<Vec<String>>) {
     }
     println!("{t}");
 }
+
+/// A timestamp as the API writes it (RFC 3339), or "" when absent.
+pub fn time(t: Option<&ward_proto::Timestamp>) -> String {
+    t.and_then(|t| serde_json::to_value(t).ok())
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}

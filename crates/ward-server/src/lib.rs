@@ -49,11 +49,11 @@ pub async fn open(
         .await
         .context("opening the database")?;
     let (issuer, api) = config.urls(bound);
-    Ok(Arc::new(
-        Ward::bootstrap(store, clock, issuer, api)
-            .await
-            .context("bootstrapping")?,
-    ))
+    let mut ward = Ward::bootstrap(store, clock, issuer, api)
+        .await
+        .context("bootstrapping")?;
+    ward.allow_org_creation = config.allow_org_creation;
+    Ok(Arc::new(ward))
 }
 
 /// Writes the admin token file (mode 0600) and returns its path.

@@ -1067,3 +1067,962 @@ async fn total_count_follows_writes() {
         assert_eq!(count(q).await, 1, "{} after a failed delete", b.name);
     }
 }
+
+// ---------------------------------------------------------------------------
+// Identities, roles and role bindings
+// ---------------------------------------------------------------------------
+
+use ward_core::listing::FilterValue;
+use ward_store::{
+    HydratedBinding, IdentityPatch, IdentityRecord, RoleBindingRecord, RolePatch, RoleRecord,
+};
+
+/// A claim-match identity under `group`.
+fn identity_record(group: &GroupRecord, name: &str) -> IdentityRecord {
+    IdentityRecord {
+        uid: uidp(&group.uid).new_child().into(),
+        parent_uid: Some(group.uid.clone()),
+        name: name.into(),
+        description: format!("the {name} identity"),
+        company: String::new(),
+        relationship_type: 1,
+        relationship: format!(
+            r#"{{"issuer":"https://issuer.example.com","subject":"sub-{name}"}}"#
+        ),
+        issuer: "https://issuer.example.com".into(),
+        subject: format!("sub-{name}"),
+        last_seen_time: None,
+        create_time: T0,
+        update_time: T0,
+    }
+}
+
+/// A custom role under `group` (a built-in one when `None`).
+fn role_record(group: Option<&GroupRecord>, name: &str, caps: &str) -> RoleRecord {
+    RoleRecord {
+        uid: match group {
+            Some(g) => uidp(&g.uid).new_child().into(),
+            None => Uidp::new_root().into(),
+        },
+        parent_uid: group.map(|g| g.uid.clone()),
+        name: name.into(),
+        description: format!("the {name} role"),
+        capabilities: caps.into(),
+        create_time: T0,
+        update_time: T0,
+    }
+}
+
+fn binding_record(
+    group: &GroupRecord,
+    identity: &IdentityRecord,
+    role: &RoleRecord,
+) -> RoleBindingRecord {
+    RoleBindingRecord {
+        uid: uidp(&group.uid).new_child().into(),
+        parent_uid: group.uid.clone(),
+        identity_uid: identity.uid.clone(),
+        role_uid: role.uid.clone(),
+        create_time: T0,
+        update_time: T0,
+    }
+}
+
+/// What `get_binding` should return for `b`.
+fn hydrated(
+    b: &RoleBindingRecord,
+    group: &GroupRecord,
+    identity: &IdentityRecord,
+    role: &RoleRecord,
+) -> HydratedBinding {
+    HydratedBinding {
+        uid: b.uid.clone(),
+        parent_uid: b.parent_uid.clone(),
+        identity_uid: b.identity_uid.clone(),
+        role_uid: b.role_uid.clone(),
+        create_time: b.create_time,
+        update_time: b.update_time,
+        name: role.name.clone(),
+        identity_name: identity.name.clone(),
+        identity_description: identity.description.clone(),
+        identity_subject: identity.subject.clone(),
+        identity_issuer: identity.issuer.clone(),
+        group_name: group.name.clone(),
+        group_description: group.description.clone(),
+        role_description: role.description.clone(),
+    }
+}
+
+/// The precondition violations of a result that must be FAILED_PRECONDITION.
+fn precondition<T: Debug>(
+    backend: &str,
+    what: &str,
+    r: ward_core::Result<T>,
+) -> Vec<ward_core::error::PreconditionViolation> {
+    match r {
+        Err(Error::FailedPrecondition(v)) => v,
+        other => panic!("{backend}: {what}: expected FailedPrecondition, got {other:?}"),
+    }
+}
+
+fn uids_of<T>(items: &[T], uid: impl Fn(&T) -> &str) -> Vec<String> {
+    items.iter().map(|x| uid(x).to_owned()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn identities_create_get_update_delete_list() {
+    for b in backends().await {
+        let name = b.name;
+        let s = &b.store;
+        let org = root("org");
+        let team = child(&org, "team");
+        let other = root("other");
+        b.create_all(&[org.clone(), team.clone(), other.clone()])
+            .await;
+
+        let a = IdentityRecord {
+            company: "Acme, Inc.".into(),
+            last_seen_time: Some(T0 + 7),
+            ..identity_record(&org, "alpha")
+        };
+        let t = IdentityRecord {
+            relationship_type: 2,
+            relationship: r#"{"issuer":"i","subject":"s","issuerKeys":"{\"keys\":[]}"}"#.into(),
+            create_time: T0 + 1,
+            update_time: T0 + 1,
+            ..identity_record(&team, "beta")
+        };
+        let o = identity_record(&other, "alpha");
+        for i in [&a, &t, &o] {
+            s.create_identity(i)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: create {}: {e:?}", i.name));
+        }
+        for i in [&a, &t, &o] {
+            assert_eq!(
+                s.get_identity(&uidp(&i.uid)).await.unwrap().as_ref(),
+                Some(i),
+                "{name}: round-trip {}",
+                i.name
+            );
+        }
+        assert_eq!(
+            s.get_identity(&uidp(&org.uid).new_child()).await.unwrap(),
+            None,
+            "{name}: missing"
+        );
+        let orphan = identity_record(&child(&org, "never"), "orphan");
+        assert_not_found(
+            name,
+            "identity under a missing group",
+            s.create_identity(&orphan).await,
+        );
+        assert_eq!(
+            s.get_identity(&uidp(&orphan.uid)).await.unwrap(),
+            None,
+            "{name}"
+        );
+
+        // Update: only the given fields; update_time always moves forward.
+        let au = uidp(&a.uid);
+        let got = s
+            .update_identity(
+                &au,
+                &IdentityPatch {
+                    description: Some("changed".into()),
+                    ..Default::default()
+                },
+                T0 + 100,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{name}: update: {e:?}"));
+        assert_eq!(
+            got,
+            IdentityRecord {
+                description: "changed".into(),
+                update_time: T0 + 100,
+                ..a.clone()
+            },
+            "{name}: description only"
+        );
+        let got = s
+            .update_identity(
+                &au,
+                &IdentityPatch {
+                    name: Some("renamed".into()),
+                    relationship: Some((2, "{}".into(), "iss".into(), "sub".into())),
+                    ..Default::default()
+                },
+                T0, // a clock behind the stored time
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            got,
+            IdentityRecord {
+                name: "renamed".into(),
+                description: "changed".into(),
+                relationship_type: 2,
+                relationship: "{}".into(),
+                issuer: "iss".into(),
+                subject: "sub".into(),
+                update_time: T0 + 101,
+                ..a.clone()
+            },
+            "{name}: relationship replaced, time moved by 1 ms"
+        );
+        assert_eq!(
+            s.get_identity(&au).await.unwrap().as_ref(),
+            Some(&got),
+            "{name}"
+        );
+        assert_not_found(
+            name,
+            "update a missing identity",
+            s.update_identity(&uidp(&orphan.uid), &IdentityPatch::default(), T0)
+                .await,
+        );
+
+        // List.
+        let list = |q: ListQuery| {
+            let s = s.clone();
+            async move {
+                s.list_identities(&q)
+                    .await
+                    .unwrap_or_else(|e| panic!("{name}: {e:?}"))
+            }
+        };
+        let p = list(query(UidpFilter::default())).await;
+        assert_eq!(p.total_count, 3, "{name}");
+        let p = list(query(UidpFilter {
+            descendants_of: Some(uidp(&org.uid)),
+            ..Default::default()
+        }))
+        .await;
+        let mut want = vec![a.uid.clone(), t.uid.clone()];
+        want.sort();
+        assert_eq!(uids_of(&p.items, |i| &i.uid), want, "{name}: descendants");
+        let p = list(query(UidpFilter {
+            children_of: Some(uidp(&team.uid)),
+            ..Default::default()
+        }))
+        .await;
+        assert_eq!(
+            uids_of(&p.items, |i| &i.uid),
+            [t.uid.as_str()],
+            "{name}: children"
+        );
+        let p = list(ListQuery {
+            filters: vec![("relationship_type", FilterValue::Int(2))],
+            ..query(UidpFilter::default())
+        })
+        .await;
+        let mut want = vec![a.uid.clone(), t.uid.clone()];
+        want.sort();
+        assert_eq!(
+            uids_of(&p.items, |i| &i.uid),
+            want,
+            "{name}: relationship_type=2"
+        );
+        assert_eq!(p.total_count, 2, "{name}");
+        let p = list(ListQuery {
+            name: Some("alpha".into()),
+            ..query(UidpFilter::default())
+        })
+        .await;
+        assert_eq!(
+            uids_of(&p.items, |i| &i.uid),
+            [o.uid.as_str()],
+            "{name}: name"
+        );
+        let p = list(ListQuery {
+            visible: Some(vec![uidp(&team.uid)]),
+            ..query(UidpFilter::default())
+        })
+        .await;
+        assert_eq!(
+            uids_of(&p.items, |i| &i.uid),
+            [t.uid.as_str()],
+            "{name}: visible"
+        );
+        let p = list(ListQuery {
+            order: OrderBy {
+                field: SortField::Name,
+                desc: true,
+            },
+            page_size: 2,
+            ..query(UidpFilter::default())
+        })
+        .await;
+        assert_eq!(
+            p.items.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
+            ["renamed", "beta"],
+            "{name}: name desc"
+        );
+        assert!(p.next.is_some(), "{name}: a next page");
+        let p2 = list(ListQuery {
+            order: OrderBy {
+                field: SortField::Name,
+                desc: true,
+            },
+            page_size: 2,
+            after: p.next.clone(),
+            ..query(UidpFilter::default())
+        })
+        .await;
+        assert_eq!(
+            uids_of(&p2.items, |i| &i.uid),
+            [o.uid.as_str()],
+            "{name}: page 2"
+        );
+        assert!(p2.next.is_none(), "{name}");
+
+        // Delete.
+        s.delete_identity(&au)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: delete: {e:?}"));
+        assert_eq!(s.get_identity(&au).await.unwrap(), None, "{name}: gone");
+        assert_not_found(name, "delete twice", s.delete_identity(&au).await);
+        assert_eq!(
+            list(query(UidpFilter::default())).await.total_count,
+            2,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn roles_create_get_update_delete_list() {
+    for b in backends().await {
+        let name = b.name;
+        let s = &b.store;
+        let org = root("org");
+        let team = child(&org, "team");
+        b.create_all(&[org.clone(), team.clone()]).await;
+
+        let builtin = role_record(None, "owner", "101,103");
+        s.upsert_builtin_roles(std::slice::from_ref(&builtin))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: upsert: {e:?}"));
+        let r = role_record(Some(&org), "lister", "103");
+        let r2 = RoleRecord {
+            create_time: T0 + 1,
+            update_time: T0 + 1,
+            ..role_record(Some(&team), "two", "103,303")
+        };
+        for x in [&r, &r2] {
+            s.create_role(x)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: create {}: {e:?}", x.name));
+        }
+        for x in [&builtin, &r, &r2] {
+            assert_eq!(
+                s.get_role(&uidp(&x.uid)).await.unwrap().as_ref(),
+                Some(x),
+                "{name}: round-trip {}",
+                x.name
+            );
+        }
+        let orphan = role_record(Some(&child(&org, "never")), "orphan", "103");
+        assert_not_found(
+            name,
+            "role under a missing group",
+            s.create_role(&orphan).await,
+        );
+
+        let ru = uidp(&r.uid);
+        let got = s
+            .update_role(
+                &ru,
+                &RolePatch {
+                    capabilities: Some("103,903".into()),
+                    ..Default::default()
+                },
+                T0 + 50,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{name}: update: {e:?}"));
+        assert_eq!(
+            got,
+            RoleRecord {
+                capabilities: "103,903".into(),
+                update_time: T0 + 50,
+                ..r.clone()
+            },
+            "{name}: capabilities only"
+        );
+        let got = s
+            .update_role(
+                &ru,
+                &RolePatch {
+                    name: Some("renamed".into()),
+                    description: Some("".into()),
+                    capabilities: None,
+                },
+                T0 + 10,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            got,
+            RoleRecord {
+                name: "renamed".into(),
+                description: String::new(),
+                capabilities: "103,903".into(),
+                update_time: T0 + 51,
+                ..r.clone()
+            },
+            "{name}: name and description, time moved by 1 ms"
+        );
+        assert_not_found(
+            name,
+            "update a missing role",
+            s.update_role(&uidp(&orphan.uid), &RolePatch::default(), T0)
+                .await,
+        );
+
+        let list = |q: ListQuery| {
+            let s = s.clone();
+            async move {
+                s.list_roles(&q)
+                    .await
+                    .unwrap_or_else(|e| panic!("{name}: {e:?}"))
+            }
+        };
+        assert_eq!(
+            list(query(UidpFilter::default())).await.total_count,
+            3,
+            "{name}"
+        );
+        let p = list(query(UidpFilter {
+            in_root: true,
+            ..Default::default()
+        }))
+        .await;
+        assert_eq!(
+            uids_of(&p.items, |x| &x.uid),
+            [builtin.uid.as_str()],
+            "{name}: in_root"
+        );
+        let p = list(query(UidpFilter {
+            descendants_of: Some(uidp(&org.uid)),
+            ..Default::default()
+        }))
+        .await;
+        let mut want = vec![r.uid.clone(), r2.uid.clone()];
+        want.sort();
+        assert_eq!(uids_of(&p.items, |x| &x.uid), want, "{name}: descendants");
+        let p = list(ListQuery {
+            name: Some("two".into()),
+            ..query(UidpFilter::default())
+        })
+        .await;
+        assert_eq!(
+            uids_of(&p.items, |x| &x.uid),
+            [r2.uid.as_str()],
+            "{name}: name"
+        );
+
+        s.delete_role(&ru)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: delete: {e:?}"));
+        assert_eq!(s.get_role(&ru).await.unwrap(), None, "{name}: gone");
+        assert_not_found(name, "delete twice", s.delete_role(&ru).await);
+        assert_eq!(
+            list(query(UidpFilter::default())).await.total_count,
+            2,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bindings_create_get_update_delete_list() {
+    for b in backends().await {
+        let name = b.name;
+        let s = &b.store;
+        let org = root("org");
+        let team = child(&org, "team");
+        b.create_all(&[org.clone(), team.clone()]).await;
+        let alice = identity_record(&org, "alice");
+        let bob = identity_record(&team, "bob");
+        for i in [&alice, &bob] {
+            s.create_identity(i).await.unwrap();
+        }
+        let viewer = role_record(None, "viewer", "103,303,403,903");
+        let owner = role_record(None, "owner", "101,102,103,104");
+        s.upsert_builtin_roles(&[viewer.clone(), owner.clone()])
+            .await
+            .unwrap();
+        let custom = role_record(Some(&org), "lister", "103");
+        s.create_role(&custom).await.unwrap();
+
+        let b1 = binding_record(&org, &alice, &viewer);
+        let b2 = RoleBindingRecord {
+            create_time: T0 + 1,
+            update_time: T0 + 1,
+            ..binding_record(&team, &bob, &custom)
+        };
+        let b3 = RoleBindingRecord {
+            create_time: T0 + 2,
+            update_time: T0 + 2,
+            ..binding_record(&team, &alice, &owner)
+        };
+        for x in [&b1, &b2, &b3] {
+            s.create_binding(x)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: create binding: {e:?}"));
+        }
+        let h1 = hydrated(&b1, &org, &alice, &viewer);
+        let h2 = hydrated(&b2, &team, &bob, &custom);
+        let h3 = hydrated(&b3, &team, &alice, &owner);
+        for h in [&h1, &h2, &h3] {
+            assert_eq!(
+                s.get_binding(&uidp(&h.uid)).await.unwrap().as_ref(),
+                Some(h),
+                "{name}: hydrated get"
+            );
+        }
+        assert_eq!(
+            s.get_binding(&uidp(&org.uid).new_child()).await.unwrap(),
+            None,
+            "{name}: missing"
+        );
+
+        // Each referenced record must exist.
+        let missing_group = child(&org, "never");
+        for (what, x, ty) in [
+            (
+                "group",
+                RoleBindingRecord {
+                    uid: uidp(&missing_group.uid).new_child().into(),
+                    parent_uid: missing_group.uid.clone(),
+                    ..b1.clone()
+                },
+                ward_store::GROUP_TYPE,
+            ),
+            (
+                "identity",
+                RoleBindingRecord {
+                    uid: uidp(&org.uid).new_child().into(),
+                    identity_uid: uidp(&org.uid).new_child().into(),
+                    ..b1.clone()
+                },
+                ward_store::IDENTITY_TYPE,
+            ),
+            (
+                "role",
+                RoleBindingRecord {
+                    uid: uidp(&org.uid).new_child().into(),
+                    role_uid: Uidp::new_root().into(),
+                    ..b1.clone()
+                },
+                ward_store::ROLE_TYPE,
+            ),
+        ] {
+            match s.create_binding(&x).await {
+                Err(Error::NotFound { resource_type, .. }) => {
+                    assert_eq!(resource_type, ty, "{name}: missing {what}")
+                }
+                other => panic!("{name}: missing {what}: expected NotFound, got {other:?}"),
+            }
+            assert_eq!(s.get_binding(&uidp(&x.uid)).await.unwrap(), None, "{name}");
+        }
+
+        // Listing is hydrated and filters by identity, group and role.
+        let list = |q: ListQuery| {
+            let s = s.clone();
+            async move {
+                s.list_bindings(&q)
+                    .await
+                    .unwrap_or_else(|e| panic!("{name}: {e:?}"))
+            }
+        };
+        let all = list(query(UidpFilter::default())).await;
+        assert_eq!(all.total_count, 3, "{name}");
+        let mut want = vec![h1.clone(), h2.clone(), h3.clone()];
+        want.sort_by(|a, b| a.uid.cmp(&b.uid));
+        assert_eq!(all.items, want, "{name}: hydrated list");
+        let filtered = |column: &'static str, value: &str| ListQuery {
+            filters: vec![(column, FilterValue::Text(value.into()))],
+            ..query(UidpFilter::default())
+        };
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        for (q, want) in [
+            (filtered("identity_uid", &alice.uid), vec![&b1, &b3]),
+            (filtered("identity_uid", &bob.uid), vec![&b2]),
+            (filtered("parent_uid", &team.uid), vec![&b2, &b3]),
+            (filtered("parent_uid", &org.uid), vec![&b1]),
+            (filtered("role_uid", &owner.uid), vec![&b3]),
+            (filtered("role_uid", &custom.uid), vec![&b2]),
+            (
+                query(UidpFilter {
+                    descendants_of: Some(uidp(&team.uid)),
+                    ..Default::default()
+                }),
+                vec![&b2, &b3],
+            ),
+        ] {
+            let p = list(q.clone()).await;
+            assert_eq!(
+                uids_of(&p.items, |x| &x.uid),
+                sorted(want.iter().map(|x| x.uid.clone()).collect()),
+                "{name}: {q:?}"
+            );
+            assert_eq!(p.total_count, want.len() as i64, "{name}: {q:?}");
+        }
+        // `name` is the role's name.
+        let p = list(ListQuery {
+            order: OrderBy {
+                field: SortField::Name,
+                desc: false,
+            },
+            ..query(UidpFilter::default())
+        })
+        .await;
+        assert_eq!(
+            p.items.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(),
+            ["lister", "owner", "viewer"],
+            "{name}: ordered by role name"
+        );
+
+        // Hydration follows the referenced records.
+        s.update_identity(
+            &uidp(&alice.uid),
+            &IdentityPatch {
+                name: Some("alice2".into()),
+                ..Default::default()
+            },
+            T0 + 5,
+        )
+        .await
+        .unwrap();
+        let got = s.get_binding(&uidp(&b1.uid)).await.unwrap().expect("b1");
+        assert_eq!(got.identity_name, "alice2", "{name}: live hydration");
+
+        // Update: another role; update_time moves; create_time stays.
+        let u1 = uidp(&b1.uid);
+        let got = s
+            .update_binding(&u1, &custom.uid, T0 + 100)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: update binding: {e:?}"));
+        assert_eq!(got.role_uid, custom.uid, "{name}");
+        assert_eq!(got.name, "lister", "{name}: hydrated role name");
+        assert_eq!(got.role_description, custom.description, "{name}");
+        assert_eq!((got.create_time, got.update_time), (T0, T0 + 100), "{name}");
+        assert_eq!(
+            s.get_binding(&u1).await.unwrap().as_ref(),
+            Some(&got),
+            "{name}"
+        );
+        let got = s.update_binding(&u1, &viewer.uid, T0).await.unwrap();
+        assert_eq!(got.update_time, T0 + 101, "{name}: time moves by 1 ms");
+        assert_not_found(
+            name,
+            "update a missing binding",
+            s.update_binding(&uidp(&org.uid).new_child(), &viewer.uid, T0)
+                .await,
+        );
+        match s.update_binding(&u1, Uidp::new_root().as_str(), T0).await {
+            Err(Error::NotFound { resource_type, .. }) => {
+                assert_eq!(resource_type, ward_store::ROLE_TYPE, "{name}")
+            }
+            other => panic!("{name}: update to a missing role: {other:?}"),
+        }
+        assert_eq!(
+            s.get_binding(&u1).await.unwrap().map(|x| x.role_uid),
+            Some(viewer.uid.clone()),
+            "{name}: a failed update changes nothing"
+        );
+
+        // Delete reports whether something went.
+        assert!(s.delete_binding(&u1).await.unwrap(), "{name}: deleted");
+        assert!(
+            !s.delete_binding(&u1).await.unwrap(),
+            "{name}: already gone"
+        );
+        assert_eq!(s.get_binding(&u1).await.unwrap(), None, "{name}");
+        assert_eq!(
+            list(query(UidpFilter::default())).await.total_count,
+            2,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn iam_delete_constraints() {
+    for b in backends().await {
+        let name = b.name;
+        let s = &b.store;
+        let org = root("org");
+        let team = child(&org, "team");
+        b.create_all(&[org.clone(), team.clone()]).await;
+        let id = identity_record(&org, "ci");
+        s.create_identity(&id).await.unwrap();
+        let role = role_record(Some(&org), "lister", "103");
+        s.create_role(&role).await.unwrap();
+        let b1 = binding_record(&org, &id, &role);
+        let b2 = binding_record(&team, &id, &role);
+        for x in [&b1, &b2] {
+            s.create_binding(x).await.unwrap();
+        }
+
+        // An identity or role still bound: RESOURCE_IN_USE naming the bindings.
+        for (what, r, subject) in [
+            ("identity", s.delete_identity(&uidp(&id.uid)).await, &id.uid),
+            ("role", s.delete_role(&uidp(&role.uid)).await, &role.uid),
+        ] {
+            let v = precondition(name, what, r);
+            assert_eq!(v.len(), 1, "{name}: {what}: {v:?}");
+            assert_eq!(v[0].kind, "RESOURCE_IN_USE", "{name}: {what}");
+            assert_eq!(&v[0].subject, subject, "{name}: {what}");
+            for x in [&b1, &b2] {
+                assert!(
+                    v[0].description.contains(&x.uid),
+                    "{name}: {what}: names binding {}: {v:?}",
+                    x.uid
+                );
+            }
+        }
+        assert!(
+            s.get_identity(&uidp(&id.uid)).await.unwrap().is_some(),
+            "{name}: kept"
+        );
+        assert!(
+            s.get_role(&uidp(&role.uid)).await.unwrap().is_some(),
+            "{name}: kept"
+        );
+
+        // A group holding anything: RESOURCE_NOT_EMPTY naming the kinds.
+        let kinds_of = |v: &[ward_core::error::PreconditionViolation]| {
+            assert_eq!(v.len(), 1, "{name}: {v:?}");
+            assert_eq!(v[0].kind, "RESOURCE_NOT_EMPTY", "{name}");
+            v[0].description.clone()
+        };
+        let desc = kinds_of(&precondition(
+            name,
+            "team with a binding",
+            s.delete_group(&uidp(&team.uid)).await,
+        ));
+        assert_eq!(
+            desc, "cannot delete group with child role bindings",
+            "{name}"
+        );
+        let desc = kinds_of(&precondition(
+            name,
+            "org",
+            s.delete_group(&uidp(&org.uid)).await,
+        ));
+        assert_eq!(
+            desc, "cannot delete group with child groups, identities, roles, role bindings",
+            "{name}"
+        );
+        // One kind at a time.
+        for (kind, add) in [("identities", 0), ("roles", 1), ("groups", 2)] {
+            let g = child(&org, kind);
+            b.create(&g).await;
+            match add {
+                0 => s.create_identity(&identity_record(&g, "x")).await.unwrap(),
+                1 => s
+                    .create_role(&role_record(Some(&g), "x", "103"))
+                    .await
+                    .unwrap(),
+                _ => b.create(&child(&g, "x")).await,
+            }
+            let desc = kinds_of(&precondition(
+                name,
+                kind,
+                s.delete_group(&uidp(&g.uid)).await,
+            ));
+            assert_eq!(
+                desc,
+                format!("cannot delete group with child {kind}"),
+                "{name}"
+            );
+            assert!(b.get(&g).await.is_some(), "{name}: {kind}: kept");
+        }
+
+        // Unbound, everything can go.
+        for x in [&b1, &b2] {
+            assert!(s.delete_binding(&uidp(&x.uid)).await.unwrap(), "{name}");
+        }
+        s.delete_group(&uidp(&team.uid))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: emptied team: {e:?}"));
+        s.delete_identity(&uidp(&id.uid))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: unbound identity: {e:?}"));
+        s.delete_role(&uidp(&role.uid))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: unbound role: {e:?}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn grants_rows() {
+    for b in backends().await {
+        let name = b.name;
+        let s = &b.store;
+        let org = root("org");
+        let team = child(&org, "team");
+        b.create_all(&[org.clone(), team.clone()]).await;
+        let x = identity_record(&org, "x");
+        let y = identity_record(&org, "y");
+        for i in [&x, &y] {
+            s.create_identity(i).await.unwrap();
+        }
+        let viewer = role_record(None, "viewer", "103,303");
+        s.upsert_builtin_roles(std::slice::from_ref(&viewer))
+            .await
+            .unwrap();
+        let custom = role_record(Some(&org), "maker", "101");
+        s.create_role(&custom).await.unwrap();
+
+        let grants = |who: &str| {
+            let (s, who) = (s.clone(), who.to_owned());
+            async move {
+                let mut v = s
+                    .grants(&who)
+                    .await
+                    .unwrap_or_else(|e| panic!("{name}: grants: {e:?}"));
+                v.sort();
+                v
+            }
+        };
+        assert!(grants(&x.uid).await.is_empty(), "{name}: nothing bound");
+
+        let b1 = binding_record(&org, &x, &viewer);
+        let b2 = binding_record(&team, &x, &custom);
+        let b3 = binding_record(&team, &x, &viewer);
+        let b4 = binding_record(&team, &y, &custom);
+        for r in [&b1, &b2, &b3, &b4] {
+            s.create_binding(r).await.unwrap();
+        }
+        let mut want = vec![
+            (org.uid.clone(), "103,303".to_owned()),
+            (team.uid.clone(), "101".to_owned()),
+            (team.uid.clone(), "103,303".to_owned()),
+        ];
+        want.sort();
+        assert_eq!(grants(&x.uid).await, want, "{name}: one row per binding");
+        assert_eq!(
+            grants(&y.uid).await,
+            [(team.uid.clone(), "101".to_owned())],
+            "{name}: only y's own"
+        );
+        assert!(
+            grants(Uidp::new_root().as_str()).await.is_empty(),
+            "{name}: unknown identity"
+        );
+
+        // Rows follow role and binding changes.
+        s.update_role(
+            &uidp(&custom.uid),
+            &RolePatch {
+                capabilities: Some("101,104".into()),
+                ..Default::default()
+            },
+            T0 + 1,
+        )
+        .await
+        .unwrap();
+        s.delete_binding(&uidp(&b3.uid)).await.unwrap();
+        let mut want = vec![
+            (org.uid.clone(), "103,303".to_owned()),
+            (team.uid.clone(), "101,104".to_owned()),
+        ];
+        want.sort();
+        assert_eq!(grants(&x.uid).await, want, "{name}: after changes");
+        s.update_binding(&uidp(&b2.uid), &viewer.uid, T0 + 2)
+            .await
+            .unwrap();
+        let mut want = vec![
+            (org.uid.clone(), "103,303".to_owned()),
+            (team.uid.clone(), "103,303".to_owned()),
+        ];
+        want.sort();
+        assert_eq!(grants(&x.uid).await, want, "{name}: after a role change");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upsert_builtin_roles_is_idempotent() {
+    for b in backends().await {
+        let name = b.name;
+        let s = &b.store;
+        let roles = vec![
+            role_record(None, "owner", "101,102,103"),
+            role_record(None, "viewer", "103"),
+        ];
+        let in_root = || {
+            let s = s.clone();
+            async move {
+                let mut v = s
+                    .list_roles(&query(UidpFilter {
+                        in_root: true,
+                        ..Default::default()
+                    }))
+                    .await
+                    .unwrap_or_else(|e| panic!("{name}: list: {e:?}"))
+                    .items;
+                v.sort_by(|a, b| a.uid.cmp(&b.uid));
+                v
+            }
+        };
+        let mut want = roles.clone();
+        want.sort_by(|a, b| a.uid.cmp(&b.uid));
+        for round in 0..3 {
+            // Later starts pass later times; unchanged roles keep their times.
+            let again: Vec<RoleRecord> = roles
+                .iter()
+                .map(|r| RoleRecord {
+                    create_time: T0 + round * 1000,
+                    update_time: T0 + round * 1000,
+                    ..r.clone()
+                })
+                .collect();
+            s.upsert_builtin_roles(&again)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: upsert round {round}: {e:?}"));
+            assert_eq!(in_root().await, want, "{name}: round {round}");
+        }
+
+        // A changed bundle is applied in place: same uid, same create_time.
+        let changed = vec![
+            RoleRecord {
+                capabilities: "101,102,103,104".into(),
+                description: "new words".into(),
+                create_time: T0 + 9000,
+                update_time: T0 + 9000,
+                ..roles[0].clone()
+            },
+            RoleRecord {
+                create_time: T0 + 9000,
+                update_time: T0 + 9000,
+                ..roles[1].clone()
+            },
+        ];
+        s.upsert_builtin_roles(&changed).await.unwrap();
+        let got = in_root().await;
+        assert_eq!(got.len(), 2, "{name}: no duplicates");
+        let owner = got.iter().find(|r| r.uid == roles[0].uid).expect("owner");
+        assert_eq!(
+            owner,
+            &RoleRecord {
+                capabilities: "101,102,103,104".into(),
+                description: "new words".into(),
+                update_time: T0 + 9000,
+                ..roles[0].clone()
+            },
+            "{name}: updated in place"
+        );
+        let viewer = got.iter().find(|r| r.uid == roles[1].uid).expect("viewer");
+        assert_eq!(viewer, &roles[1], "{name}: unchanged role untouched");
+        // Built-in roles have no parent and are bindable like any role.
+        assert_eq!(viewer.parent_uid, None, "{name}");
+    }
+}

@@ -1,5 +1,5 @@
 //! The `ward` binary as a client, end to end against an in-process server:
-//! `ward iam groups …` and `ward admin token`.
+//! `ward iam groups|identities|roles|role-bindings …` and `ward admin token`.
 
 mod common;
 
@@ -525,5 +525,560 @@ async fn admin_token_command_mints_an_accepted_token() {
             run(cmd).await.json("create with minted token")["name"],
             "minted"
         );
+    }
+}
+
+/// The names in a JSON array of named things, sorted.
+fn names(v: &Value) -> Vec<String> {
+    sorted(
+        v.as_array()
+            .unwrap_or_else(|| panic!("a JSON array: {v}"))
+            .iter()
+            .map(|x| x["name"].as_str().expect("name").to_owned())
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn ci_identity_bound_to_viewer_through_the_cli() {
+    let viewer_uid = ward_core::capability::builtin_role("viewer").unwrap().uid();
+    for s in common::servers().await {
+        let b = s.backend;
+        let org = ward(&s, &["iam", "groups", "create", "acme", "-o", "json"])
+            .await
+            .json("create acme");
+        let org_uid = common::uid(&org);
+
+        // An identity for a CI workload, its group given by name.
+        let id = ward(
+            &s,
+            &[
+                "iam",
+                "identities",
+                "create",
+                "github-ci",
+                "--parent",
+                "acme",
+                "--issuer",
+                "https://token.actions.githubusercontent.com",
+                "--subject-pattern",
+                "repo:acme/.*:ref:refs/heads/main",
+                "--claim",
+                "repository_owner=acme",
+                "--description",
+                "main-branch CI",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+        .json("create identity");
+        let id_uid = common::uid(&id);
+        assert!(id_uid.starts_with(&format!("{org_uid}/")), "[{b}] {id}");
+        let m = &id["claimMatch"];
+        assert_eq!(
+            m["issuer"], "https://token.actions.githubusercontent.com",
+            "[{b}] {id}"
+        );
+        assert_eq!(m["subjectPattern"], "repo:acme/.*:ref:refs/heads/main");
+        assert_eq!(m["claims"], serde_json::json!({"repository_owner": "acme"}));
+        let (_, stored) = s.get(&format!("/iam/v2/identities/{id_uid}")).await;
+        assert_eq!(stored, id, "[{b}] printed what was stored");
+
+        let table = ward(&s, &["iam", "identities", "list", "--parent", "acme"]).await;
+        let out = table.ok("identities list");
+        for want in [
+            "github-ci",
+            "claim-match",
+            "https://token.actions.githubusercontent.com",
+            "~repo:acme/.*:ref:refs/heads/main",
+            "main-branch CI",
+        ] {
+            assert!(out.contains(want), "[{b}] table lacks {want:?}:\n{out}");
+        }
+        for (kind, want) in [("claim-match", vec![id_uid.clone()]), ("static", vec![])] {
+            let found = ward(
+                &s,
+                &["iam", "identities", "list", "--type", kind, "-o", "json"],
+            )
+            .await
+            .json("identities list --type");
+            assert_eq!(uids(&found), want, "[{b}] --type {kind}");
+        }
+        let described = ward(
+            &s,
+            &["iam", "identities", "describe", "github-ci", "-o", "json"],
+        )
+        .await
+        .json("identities describe by name");
+        assert_eq!(described, id, "[{b}]");
+
+        // Bind it to the built-in viewer role: every argument by name.
+        let rb = ward(
+            &s,
+            &[
+                "iam",
+                "role-bindings",
+                "create",
+                "--group",
+                "acme",
+                "--identity",
+                "github-ci",
+                "--role",
+                "viewer",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+        .json("create binding");
+        let rb_uid = common::uid(&rb);
+        assert!(rb_uid.starts_with(&format!("{org_uid}/")), "[{b}] {rb}");
+        assert_eq!(rb["role"]["uid"], viewer_uid.as_str(), "[{b}] {rb}");
+        assert_eq!(rb["role"]["name"], "viewer");
+        assert_eq!(rb["identity"]["uid"], id_uid.as_str());
+        assert_eq!(rb["group"]["uid"], org_uid.as_str());
+
+        let table = ward(&s, &["iam", "role-bindings", "list"]).await;
+        let out = table.ok("role-bindings list");
+        for want in [
+            "IDENTITY",
+            "ROLE",
+            "GROUP",
+            &rb_uid,
+            "github-ci",
+            "viewer",
+            "acme",
+        ] {
+            assert!(out.contains(want), "[{b}] table lacks {want:?}:\n{out}");
+        }
+        for filter in [
+            ["--role", "viewer"],
+            ["--identity", "github-ci"],
+            ["--group", "acme"],
+        ] {
+            let args = [
+                &["iam", "role-bindings", "list", "-o", "json"][..],
+                &filter[..],
+            ]
+            .concat();
+            let found = ward(&s, &args).await.json("role-bindings list filtered");
+            assert_eq!(uids(&found), vec![rb_uid.clone()], "[{b}] {filter:?}");
+        }
+        let none = ward(
+            &s,
+            &[
+                "iam",
+                "role-bindings",
+                "list",
+                "--role",
+                "owner",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+        .json("role-bindings list --role owner");
+        assert_eq!(none, serde_json::json!([]), "[{b}]");
+
+        // The built-in roles with their capabilities.
+        let table = ward(&s, &["iam", "roles", "list", "--builtin"]).await;
+        let out = table.ok("roles list --builtin");
+        let viewer_row = out
+            .lines()
+            .find(|l| l.contains(&viewer_uid))
+            .unwrap_or_else(|| panic!("[{b}] no viewer row:\n{out}"));
+        assert!(
+            viewer_row.contains("groups.list, roles.list, role_bindings.list, identity.list"),
+            "[{b}] {viewer_row}"
+        );
+        assert!(
+            out.contains("CAPABILITIES") && out.contains("owner"),
+            "[{b}]\n{out}"
+        );
+        let builtins = ward(
+            &s,
+            &[
+                "iam",
+                "roles",
+                "list",
+                "--builtin",
+                "--page-size",
+                "2",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+        .json("roles list --builtin, paged");
+        let want: Vec<String> = ward_core::capability::BUILTIN_ROLES
+            .iter()
+            .map(|r| r.name.to_owned())
+            .collect();
+        assert_eq!(names(&builtins), sorted(want), "[{b}]");
+
+        // A custom role by dotted capability names, repeated and comma-separated.
+        let role = ward(
+            &s,
+            &[
+                "iam",
+                "roles",
+                "create",
+                "deployer",
+                "--parent",
+                "acme",
+                "--capability",
+                "identity.list",
+                "--capability",
+                "groups.list,role_bindings.list",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+        .json("create role");
+        let role_uid = common::uid(&role);
+        assert!(role_uid.starts_with(&format!("{org_uid}/")), "[{b}] {role}");
+        assert_eq!(
+            role["capabilities"],
+            serde_json::json!([
+                "CAP_IAM_GROUPS_LIST",
+                "CAP_IAM_ROLE_BINDINGS_LIST",
+                "CAP_IAM_IDENTITY_LIST"
+            ]),
+            "[{b}] {role}"
+        );
+        let custom = ward(
+            &s,
+            &["iam", "roles", "list", "--parent", "acme", "-o", "json"],
+        )
+        .await
+        .json("roles list --parent");
+        assert_eq!(uids(&custom), vec![role_uid.clone()], "[{b}] {custom}");
+        let updated = ward(
+            &s,
+            &[
+                "iam",
+                "roles",
+                "update",
+                "deployer",
+                "--capability",
+                "CAP_IAM_GROUPS_LIST",
+                "--description",
+                "deploys",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+        .json("roles update");
+        assert_eq!(
+            updated["capabilities"],
+            serde_json::json!(["CAP_IAM_GROUPS_LIST"])
+        );
+        assert_eq!(updated["description"], "deploys");
+        assert_eq!(updated["name"], "deployer", "[{b}] name kept");
+        let unknown = ward(
+            &s,
+            &[
+                "iam",
+                "roles",
+                "create",
+                "x",
+                "--parent",
+                "acme",
+                "--capability",
+                "groups.fly",
+            ],
+        )
+        .await;
+        let err = unknown.failed("unknown capability");
+        assert!(
+            err.contains("groups.fly") && err.contains("groups.list"),
+            "[{b}] names the bad one and the known ones: {err}"
+        );
+
+        // Move the binding to the custom role.
+        let moved = ward(
+            &s,
+            &[
+                "iam",
+                "role-bindings",
+                "update",
+                &rb_uid,
+                "--role",
+                "deployer",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+        .json("role-bindings update");
+        assert_eq!(moved["uid"], rb_uid.as_str(), "[{b}] {moved}");
+        assert_eq!(moved["role"]["uid"], role_uid.as_str());
+        assert_eq!(moved["role"]["name"], "deployer");
+        let (_, stored) = s.get(&format!("/iam/v2/roleBindings/{rb_uid}")).await;
+        assert_eq!(stored["roleUid"], role_uid.as_str(), "[{b}] persisted");
+        let described = ward(&s, &["iam", "role-bindings", "describe", &rb_uid]).await;
+        assert!(described.ok("role-bindings describe").contains("deployer"));
+
+        // Rename the identity; the rest is kept.
+        let renamed = ward(
+            &s,
+            &[
+                "iam",
+                "identities",
+                "update",
+                "github-ci",
+                "--name",
+                "gha",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+        .json("identities update");
+        assert_eq!(renamed["name"], "gha", "[{b}] {renamed}");
+        assert_eq!(renamed["description"], "main-branch CI", "[{b}] kept");
+        assert_eq!(renamed["claimMatch"], id["claimMatch"], "[{b}] kept");
+
+        // Delete the binding, the identity and the role.
+        let deleted = ward(&s, &["iam", "role-bindings", "delete", &rb_uid]).await;
+        assert_eq!(
+            deleted.ok("role-bindings delete").trim(),
+            format!("deleted {rb_uid}")
+        );
+        let left = ward(&s, &["iam", "role-bindings", "list", "-o", "json"])
+            .await
+            .json("role-bindings list after delete");
+        assert_eq!(left, serde_json::json!([]), "[{b}]");
+        let deleted = ward(&s, &["iam", "identities", "delete", "gha"]).await;
+        assert_eq!(
+            deleted.ok("identities delete").trim(),
+            format!("deleted {id_uid}")
+        );
+        let deleted = ward(&s, &["iam", "roles", "delete", "deployer", "-o", "json"])
+            .await
+            .json("roles delete");
+        assert_eq!(deleted, serde_json::json!({}));
+        for what in ["identities", "roles"] {
+            let left = ward(
+                &s,
+                &["iam", what, "list", "--parent", &org_uid, "-o", "json"],
+            )
+            .await
+            .json("list after delete");
+            assert_eq!(left, serde_json::json!([]), "[{b}] {what}");
+        }
+        let gone = ward(&s, &["iam", "identities", "describe", &id_uid]).await;
+        assert!(
+            gone.failed("describe deleted").contains("404"),
+            "[{b}] {gone:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn static_keys_identity_through_the_cli() {
+    for s in common::servers().await {
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "acme").await);
+        let dir = tempfile::tempdir().unwrap();
+        let jwks = serde_json::json!({"keys": [{
+            "kty": "OKP", "crv": "Ed25519", "kid": "k1",
+            "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo",
+        }]});
+        let file = dir.path().join("jwks.json");
+        std::fs::write(&file, jwks.to_string()).unwrap();
+        let file = file.to_str().unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let exp = ward_proto::Timestamp::from_millis(now + 30 * 24 * 3600 * 1000);
+        let exp = serde_json::to_value(exp).unwrap();
+        let exp = exp.as_str().unwrap();
+        let create = ["iam", "identities", "create", "bot", "--parent", &org];
+        let keys = [
+            "--static-issuer",
+            "https://issuer.example",
+            "--static-subject",
+            "bot",
+            "--static-keys-file",
+            file,
+        ];
+
+        let id = ward(
+            &s,
+            &[&create[..], &keys, &["--expiration", exp, "-o", "json"]].concat(),
+        )
+        .await
+        .json("create static identity");
+        let k = &id["staticKeys"];
+        assert_eq!(k["issuer"], "https://issuer.example", "[{b}] {id}");
+        assert_eq!(k["subject"], "bot");
+        assert_eq!(k["expirationTime"], exp);
+        let stored: Value = serde_json::from_str(k["issuerKeys"].as_str().unwrap()).unwrap();
+        assert_eq!(stored, jwks, "[{b}]");
+
+        let found = ward(
+            &s,
+            &[
+                "iam",
+                "identities",
+                "list",
+                "--type",
+                "static",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+        .json("list --type static");
+        assert_eq!(uids(&found), vec![common::uid(&id)], "[{b}]");
+        let table = ward(&s, &["iam", "identities", "list"]).await;
+        let out = table.ok("identities list");
+        assert!(
+            out.contains("static") && out.contains("https://issuer.example"),
+            "[{b}]\n{out}"
+        );
+
+        // Claim-match and static-key flags do not mix.
+        let mixed = ward(
+            &s,
+            &[&create[..], &keys, &["--issuer", "https://a"]].concat(),
+        )
+        .await;
+        assert!(
+            mixed
+                .failed("mixed relationship flags")
+                .contains("cannot be used with"),
+            "[{b}] {mixed:?}"
+        );
+        // A static identity needs issuer, subject and keys.
+        let partial = ward(
+            &s,
+            &[&create[..], &["--static-issuer", "https://b"]].concat(),
+        )
+        .await;
+        assert!(
+            partial
+                .failed("static without keys")
+                .contains("--static-keys-file"),
+            "[{b}] {partial:?}"
+        );
+        let bad_time = ward(
+            &s,
+            &[&create[..], &keys, &["--expiration", "tomorrow"]].concat(),
+        )
+        .await;
+        assert!(
+            bad_time.failed("bad expiration").contains("RFC 3339"),
+            "[{b}] {bad_time:?}"
+        );
+        // No relationship at all: the server says what is missing.
+        let none = ward(&s, &create).await;
+        assert!(
+            none.failed("no relationship").contains("issuer"),
+            "[{b}] {none:?}"
+        );
+        let all = ward(&s, &["iam", "identities", "list", "-o", "json"])
+            .await
+            .json("list");
+        assert_eq!(
+            uids(&all),
+            vec![common::uid(&id)],
+            "[{b}] nothing else created"
+        );
+    }
+}
+
+#[tokio::test]
+async fn names_resolve_only_when_unambiguous() {
+    for s in common::servers().await {
+        let b = s.backend;
+        let one = common::uid(&s.create_group(None, "acme").await);
+        let two = common::uid(&s.create_group(None, "acme").await);
+        let claims = ["--issuer", "https://a", "--subject", "x", "-o", "json"];
+
+        // Two groups named acme: the CLI lists both and asks for a uid.
+        let args = [
+            &["iam", "identities", "create", "ci", "--parent", "acme"][..],
+            &claims,
+        ]
+        .concat();
+        let r = ward(&s, &args).await;
+        let err = r.failed("ambiguous --parent");
+        for want in ["--parent", "acme", "ambiguous", &one, &two, "uid"] {
+            assert!(err.contains(want), "[{b}] stderr lacks {want:?}: {err}");
+        }
+        assert!(r.stdout.is_empty(), "[{b}] {r:?}");
+        let r = ward(&s, &["iam", "groups", "describe", "acme"]).await;
+        assert!(
+            r.failed("ambiguous describe").contains("ambiguous"),
+            "[{b}] {r:?}"
+        );
+        let all = ward(&s, &["iam", "identities", "list", "-o", "json"])
+            .await
+            .json("list");
+        assert_eq!(all, serde_json::json!([]), "[{b}] nothing created");
+
+        // A missing name says so, naming the flag.
+        let r = ward(
+            &s,
+            &[
+                "iam",
+                "role-bindings",
+                "create",
+                "--group",
+                "nope",
+                "--identity",
+                "x",
+                "--role",
+                "viewer",
+            ],
+        )
+        .await;
+        let err = r.failed("missing group");
+        assert!(
+            err.contains("--group") && err.contains("no group named nope"),
+            "[{b}] stderr: {err}"
+        );
+
+        // A uid is taken as is.
+        let args = [
+            &["iam", "identities", "create", "ci", "--parent", &one][..],
+            &claims,
+        ]
+        .concat();
+        let id = ward(&s, &args).await.json("create with a uid");
+        assert!(
+            common::uid(&id).starts_with(&format!("{one}/")),
+            "[{b}] {id}"
+        );
+
+        // Once the other acme is renamed, the name resolves.
+        ward(&s, &["iam", "groups", "update", &two, "--name", "beta"])
+            .await
+            .ok("rename");
+        let rb = ward(
+            &s,
+            &[
+                "iam",
+                "role-bindings",
+                "create",
+                "--group",
+                "acme",
+                "--identity",
+                "ci",
+                "--role",
+                "viewer",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+        .json("bind once unambiguous");
+        assert_eq!(rb["group"]["uid"], one.as_str(), "[{b}] {rb}");
     }
 }

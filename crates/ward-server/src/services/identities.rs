@@ -205,6 +205,14 @@ fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("proto messages serialize")
 }
 
+fn other_kind(kind: &str) -> &'static str {
+    if kind == "claim_match" {
+        "static_keys"
+    } else {
+        "claim_match"
+    }
+}
+
 fn to_proto(r: IdentityRecord) -> Identity {
     let relationship = if r.relationship_type == RelationshipType::Static as i64 {
         serde_json::from_str(&r.relationship)
@@ -361,6 +369,27 @@ impl Ward {
         if mask.contains("company") {
             check_description("company", &identity.company, &mut bad);
             patch.company = Some(identity.company);
+        }
+        let body_kind = match &identity.relationship {
+            Some(Relationship::ClaimMatch(_)) => Some("claim_match"),
+            Some(Relationship::StaticKeys(_)) => Some("static_keys"),
+            None => None,
+        };
+        // A mask naming one kind of relationship takes that kind from the body:
+        // it never switches to the other kind by accident.
+        for kind in ["claim_match", "static_keys"] {
+            if mask.contains(kind)
+                && !mask.contains(other_kind(kind))
+                && body_kind.is_some_and(|k| k != kind)
+            {
+                bad.push(violation(
+                    kind,
+                    format!(
+                        "update_mask names {kind} but the body carries {}",
+                        other_kind(kind)
+                    ),
+                ));
+            }
         }
         if mask.contains("claim_match") || mask.contains("static_keys") {
             patch.relationship = relationship_record(

@@ -75,16 +75,21 @@ fn parse_into(field: &str, raw: &str, bad: &mut Vec<FieldViolation>) -> Option<U
 
 impl Ward {
     /// The capabilities of a role that may be bound at `group`: a built-in role,
-    /// or a custom role defined in `group` or one of its ancestors.
-    async fn bindable_role(&self, group: &Uidp, role: &Uidp) -> Result<CapSet> {
-        let r = self
-            .store
-            .get_role(role)
-            .await?
-            .ok_or_else(|| Error::not_found(ROLE_TYPE, role.as_str()))?;
+    /// or a custom role defined in `group` or one of its ancestors. A custom role
+    /// from elsewhere is INVALID_ARGUMENT to a caller who may see it, and
+    /// NOT_FOUND to one who may not (its existence is not revealed).
+    async fn bindable_role(&self, caller: &Caller, group: &Uidp, role: &Uidp) -> Result<CapSet> {
+        let not_found = || Error::not_found(ROLE_TYPE, role.as_str());
+        let r = self.store.get_role(role).await?.ok_or_else(not_found)?;
         if let Some(home) = &r.parent_uid
             && !group.is_self_or_descendant_of(&Uidp::parse("role", home)?)
         {
+            if !self
+                .caps_at(caller, role)
+                .contains(rpc::GET_ROLE.capability)
+            {
+                return Err(not_found());
+            }
             return Err(Error::invalid(
                 "role_uid",
                 "role_uid must name a built-in role or a role defined in this group or one above it",
@@ -109,7 +114,7 @@ impl Ward {
             return Err(Error::InvalidArgument(bad));
         };
         self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &group)?;
-        let caps = self.bindable_role(&group, &role).await?;
+        let caps = self.bindable_role(caller, &group, &role).await?;
         self.check_no_escalation(caller, &group, caps)?;
         if self.store.get_identity(&identity).await?.is_none() {
             return Err(Error::not_found(IDENTITY_TYPE, identity.as_str()));
@@ -226,7 +231,7 @@ impl Ward {
         let group = uid.parent().ok_or_else(|| {
             Error::invalid("role_binding.uid", "a role binding uid has a group part")
         })?;
-        let caps = self.bindable_role(&group, &role).await?;
+        let caps = self.bindable_role(caller, &group, &role).await?;
         self.check_no_escalation(caller, &group, caps)?;
         let updated = self
             .store

@@ -32,14 +32,28 @@ impl TestServer {
         Self::start_shared(Arc::new(db)).await
     }
 
+    /// Starts a server on `db` with a fresh data directory, after `configure`
+    /// adjusts its config (e.g. `cfg.allow_org_creation = true`).
+    pub async fn start_with(db: TestDatabase, configure: impl FnOnce(&mut ServerConfig)) -> Self {
+        Self::start_shared_with(Arc::new(db), configure).await
+    }
+
     /// Starts a server on a database another server may share (replicas).
     pub async fn start_shared(db: Arc<TestDatabase>) -> Self {
+        Self::start_shared_with(db, |_| {}).await
+    }
+
+    async fn start_shared_with(
+        db: Arc<TestDatabase>,
+        configure: impl FnOnce(&mut ServerConfig),
+    ) -> Self {
         let data_dir = tempfile::tempdir().expect("temp dir");
         let mut config = ServerConfig::new(
             "127.0.0.1:0".parse().unwrap(),
             data_dir.path().to_path_buf(),
         );
         config.database = Some(db.url.clone());
+        configure(&mut config);
         let clock = OffsetClock::default();
         let running = ward_server::start(&config, Arc::new(clock.clone()), std::future::pending())
             .await
