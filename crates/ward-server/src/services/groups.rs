@@ -1,6 +1,6 @@
 //! Groups: organizations (root groups) and the groups beneath them.
 
-use ward_core::fieldmask::{FieldMask, Updatable};
+use ward_core::fieldmask::Updatable;
 use ward_core::names::{check_description, check_name};
 use ward_core::rpc;
 use ward_core::uidp::Uidp;
@@ -12,8 +12,8 @@ use ward_proto::iam::v2::{
 };
 use ward_store::{GROUP_TYPE, GroupPatch, GroupRecord, RoleBindingRecord};
 
-use super::UpdateMask;
 use super::list::ListParams;
+use super::{UpdateMask, parse_uidp};
 use crate::authz::Caller;
 use crate::ward::Ward;
 
@@ -54,14 +54,7 @@ impl Ward {
         let parent = if req.parent.is_empty() {
             None
         } else {
-            match Uidp::parse("parent", &req.parent) {
-                Ok(p) => Some(p),
-                Err(Error::InvalidArgument(v)) => {
-                    bad.extend(v);
-                    None
-                }
-                Err(e) => return Err(e),
-            }
+            parse_uidp("parent", &req.parent, &mut bad)
         };
         check_name("name", &group.name, &mut bad);
         check_description("description", &group.description, &mut bad);
@@ -178,21 +171,13 @@ impl Ward {
         mask: UpdateMask,
     ) -> Result<Group> {
         let uid = Uidp::parse("group.uid", &group.uid)?;
-        let mask = match mask {
-            UpdateMask::Paths(paths) => FieldMask::parse(&paths.join(","), &GROUP_FIELDS)?,
-            UpdateMask::BodyKeys(keys) => {
-                FieldMask::from_body_keys(keys.iter().map(String::as_str), &GROUP_FIELDS)
-            }
-            UpdateMask::Populated => FieldMask::of(
-                [
-                    ("name", !group.name.is_empty()),
-                    ("description", !group.description.is_empty()),
-                ]
-                .into_iter()
-                .filter_map(|(f, set)| set.then_some(f))
-                .collect(),
-            ),
-        };
+        let mask = mask.resolve(
+            &GROUP_FIELDS,
+            &[
+                ("name", !group.name.is_empty()),
+                ("description", !group.description.is_empty()),
+            ],
+        )?;
         let mut bad = Vec::new();
         let mut patch = GroupPatch::default();
         if mask.contains("name") {

@@ -2,7 +2,7 @@
 //! exactly one relationship (how a presented token proves it is this identity).
 
 use ward_core::error::FieldViolation;
-use ward_core::fieldmask::{FieldMask, Updatable};
+use ward_core::fieldmask::Updatable;
 use ward_core::listing::FilterValue;
 use ward_core::names::{check_description, check_name};
 use ward_core::rpc;
@@ -16,8 +16,8 @@ use ward_proto::iam::v2::{
 };
 use ward_store::{IDENTITY_TYPE, IdentityPatch, IdentityRecord};
 
-use super::UpdateMask;
 use super::list::ListParams;
+use super::{UpdateMask, parse_uidp};
 use crate::authz::Caller;
 use crate::ward::Ward;
 
@@ -246,14 +246,7 @@ impl Ward {
         let identity = req.identity.unwrap_or_default();
         let now = self.clock.now_millis();
         let mut bad = Vec::new();
-        let parent = match Uidp::parse("parent", &req.parent) {
-            Ok(p) => Some(p),
-            Err(Error::InvalidArgument(v)) => {
-                bad.extend(v);
-                None
-            }
-            Err(e) => return Err(e),
-        };
+        let parent = parse_uidp("parent", &req.parent, &mut bad);
         check_name("name", &identity.name, &mut bad);
         check_description("description", &identity.description, &mut bad);
         check_description("company", &identity.company, &mut bad);
@@ -332,30 +325,22 @@ impl Ward {
         mask: UpdateMask,
     ) -> Result<Identity> {
         let uid = Uidp::parse("identity.uid", &identity.uid)?;
-        let mask = match mask {
-            UpdateMask::Paths(paths) => FieldMask::parse(&paths.join(","), &IDENTITY_FIELDS)?,
-            UpdateMask::BodyKeys(keys) => {
-                FieldMask::from_body_keys(keys.iter().map(String::as_str), &IDENTITY_FIELDS)
-            }
-            UpdateMask::Populated => FieldMask::of(
-                [
-                    ("name", !identity.name.is_empty()),
-                    ("description", !identity.description.is_empty()),
-                    ("company", !identity.company.is_empty()),
-                    (
-                        "claim_match",
-                        matches!(identity.relationship, Some(Relationship::ClaimMatch(_))),
-                    ),
-                    (
-                        "static_keys",
-                        matches!(identity.relationship, Some(Relationship::StaticKeys(_))),
-                    ),
-                ]
-                .into_iter()
-                .filter_map(|(f, set)| set.then_some(f))
-                .collect(),
-            ),
-        };
+        let mask = mask.resolve(
+            &IDENTITY_FIELDS,
+            &[
+                ("name", !identity.name.is_empty()),
+                ("description", !identity.description.is_empty()),
+                ("company", !identity.company.is_empty()),
+                (
+                    "claim_match",
+                    matches!(identity.relationship, Some(Relationship::ClaimMatch(_))),
+                ),
+                (
+                    "static_keys",
+                    matches!(identity.relationship, Some(Relationship::StaticKeys(_))),
+                ),
+            ],
+        )?;
         let mut bad = Vec::new();
         let mut patch = IdentityPatch::default();
         if mask.contains("name") {

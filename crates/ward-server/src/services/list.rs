@@ -29,15 +29,9 @@ fn opt_uidp(
     bad: &mut Vec<ward_core::error::FieldViolation>,
 ) -> Option<Uidp> {
     if raw.is_empty() {
-        return None;
-    }
-    match Uidp::parse(field, raw) {
-        Ok(u) => Some(u),
-        Err(Error::InvalidArgument(v)) => {
-            bad.extend(v);
-            None
-        }
-        Err(_) => None,
+        None
+    } else {
+        super::parse_uidp(field, raw, bad)
     }
 }
 

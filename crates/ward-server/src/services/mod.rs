@@ -9,6 +9,24 @@ mod list;
 pub mod role_bindings;
 pub mod roles;
 
+use ward_core::error::FieldViolation;
+use ward_core::fieldmask::{FieldMask, Updatable};
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+
+/// Parses a UIDP request field, recording a violation instead of failing, so
+/// one response can name every bad field.
+pub(crate) fn parse_uidp(field: &str, raw: &str, bad: &mut Vec<FieldViolation>) -> Option<Uidp> {
+    match Uidp::parse(field, raw) {
+        Ok(u) => Some(u),
+        Err(Error::InvalidArgument(v)) => {
+            bad.extend(v);
+            None
+        }
+        Err(_) => None,
+    }
+}
+
 /// How an update names the fields it changes (AIP-134).
 pub enum UpdateMask {
     /// An explicit `update_mask` from the client (comma-separated paths).
@@ -17,4 +35,28 @@ pub enum UpdateMask {
     BodyKeys(Vec<String>),
     /// No mask over gRPC: every field set to a non-default value.
     Populated,
+}
+
+impl UpdateMask {
+    /// The fields to change. `populated` says which mutable fields the request
+    /// message sets to a non-default value (used over gRPC without a mask).
+    pub(crate) fn resolve(
+        self,
+        fields: &Updatable,
+        populated: &[(&'static str, bool)],
+    ) -> Result<FieldMask> {
+        Ok(match self {
+            UpdateMask::Paths(paths) => FieldMask::parse(&paths.join(","), fields)?,
+            UpdateMask::BodyKeys(keys) => {
+                FieldMask::from_body_keys(keys.iter().map(String::as_str), fields)
+            }
+            UpdateMask::Populated => FieldMask::of(
+                populated
+                    .iter()
+                    .filter(|(_, set)| *set)
+                    .map(|(f, _)| *f)
+                    .collect(),
+            ),
+        })
+    }
 }

@@ -2,8 +2,7 @@
 //! Every response carries the identity, group and role hydrated.
 
 use ward_core::capability::CapSet;
-use ward_core::error::FieldViolation;
-use ward_core::fieldmask::{FieldMask, Updatable};
+use ward_core::fieldmask::Updatable;
 use ward_core::listing::FilterValue;
 use ward_core::rpc;
 use ward_core::uidp::Uidp;
@@ -16,8 +15,8 @@ use ward_proto::iam::v2::{
 };
 use ward_store::{HydratedBinding, IDENTITY_TYPE, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord};
 
-use super::UpdateMask;
 use super::list::ListParams;
+use super::{UpdateMask, parse_uidp};
 use crate::authz::Caller;
 use crate::ward::Ward;
 
@@ -62,17 +61,6 @@ fn to_proto(b: HydratedBinding) -> RoleBinding {
     }
 }
 
-fn parse_into(field: &str, raw: &str, bad: &mut Vec<FieldViolation>) -> Option<Uidp> {
-    match Uidp::parse(field, raw) {
-        Ok(u) => Some(u),
-        Err(Error::InvalidArgument(v)) => {
-            bad.extend(v);
-            None
-        }
-        Err(_) => None,
-    }
-}
-
 impl Ward {
     /// The capabilities of a role that may be bound at `group`: a built-in role,
     /// or a custom role defined in `group` or one of its ancestors. A custom role
@@ -105,9 +93,9 @@ impl Ward {
     ) -> Result<RoleBinding> {
         let b = req.role_binding.unwrap_or_default();
         let mut bad = Vec::new();
-        let group = parse_into("parent", &req.parent, &mut bad);
-        let identity = parse_into("identity_uid", &b.identity_uid, &mut bad);
-        let role = parse_into("role_uid", &b.role_uid, &mut bad);
+        let group = parse_uidp("parent", &req.parent, &mut bad);
+        let identity = parse_uidp("identity_uid", &b.identity_uid, &mut bad);
+        let role = parse_uidp("role_uid", &b.role_uid, &mut bad);
         let (Some(group), Some(identity), Some(role), true) =
             (group, identity, role, bad.is_empty())
         else {
@@ -168,7 +156,7 @@ impl Ward {
             ("role", "role_uid", &req.role),
         ] {
             if !raw.is_empty()
-                && let Some(u) = parse_into(field, raw, &mut bad)
+                && let Some(u) = parse_uidp(field, raw, &mut bad)
             {
                 filters.push((column, FilterValue::Text(u.into())));
             }
@@ -203,17 +191,7 @@ impl Ward {
         mask: UpdateMask,
     ) -> Result<RoleBinding> {
         let uid = Uidp::parse("role_binding.uid", &b.uid)?;
-        let mask = match mask {
-            UpdateMask::Paths(paths) => FieldMask::parse(&paths.join(","), &BINDING_FIELDS)?,
-            UpdateMask::BodyKeys(keys) => {
-                FieldMask::from_body_keys(keys.iter().map(String::as_str), &BINDING_FIELDS)
-            }
-            UpdateMask::Populated => FieldMask::of(if b.role_uid.is_empty() {
-                vec![]
-            } else {
-                vec!["role_uid"]
-            }),
-        };
+        let mask = mask.resolve(&BINDING_FIELDS, &[("role_uid", !b.role_uid.is_empty())])?;
         let role = if mask.contains("role_uid") {
             Some(Uidp::parse("role_uid", &b.role_uid)?)
         } else {

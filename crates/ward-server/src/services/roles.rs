@@ -3,7 +3,7 @@
 
 use ward_core::capability::{BUILTIN_ROLES, CapSet, Capability};
 use ward_core::error::{FieldViolation, PreconditionViolation};
-use ward_core::fieldmask::{FieldMask, Updatable};
+use ward_core::fieldmask::Updatable;
 use ward_core::names::{check_description, check_name};
 use ward_core::rpc;
 use ward_core::uidp::Uidp;
@@ -14,8 +14,8 @@ use ward_proto::iam::v2::{
 };
 use ward_store::{ROLE_TYPE, RolePatch, RoleRecord};
 
-use super::UpdateMask;
 use super::list::ListParams;
+use super::{UpdateMask, parse_uidp};
 use crate::authz::Caller;
 use crate::ward::Ward;
 
@@ -85,14 +85,7 @@ impl Ward {
     pub async fn create_role(&self, caller: &Caller, req: CreateRoleRequest) -> Result<Role> {
         let role = req.role.unwrap_or_default();
         let mut bad = Vec::new();
-        let parent = match Uidp::parse("parent", &req.parent) {
-            Ok(p) => Some(p),
-            Err(Error::InvalidArgument(v)) => {
-                bad.extend(v);
-                None
-            }
-            Err(e) => return Err(e),
-        };
+        let parent = parse_uidp("parent", &req.parent, &mut bad);
         check_name("name", &role.name, &mut bad);
         check_description("description", &role.description, &mut bad);
         let caps = caps_of(&role.capabilities, &mut bad);
@@ -165,22 +158,14 @@ impl Ward {
 
     pub async fn update_role(&self, caller: &Caller, role: Role, mask: UpdateMask) -> Result<Role> {
         let uid = Uidp::parse("role.uid", &role.uid)?;
-        let mask = match mask {
-            UpdateMask::Paths(paths) => FieldMask::parse(&paths.join(","), &ROLE_FIELDS)?,
-            UpdateMask::BodyKeys(keys) => {
-                FieldMask::from_body_keys(keys.iter().map(String::as_str), &ROLE_FIELDS)
-            }
-            UpdateMask::Populated => FieldMask::of(
-                [
-                    ("name", !role.name.is_empty()),
-                    ("description", !role.description.is_empty()),
-                    ("capabilities", !role.capabilities.is_empty()),
-                ]
-                .into_iter()
-                .filter_map(|(f, set)| set.then_some(f))
-                .collect(),
-            ),
-        };
+        let mask = mask.resolve(
+            &ROLE_FIELDS,
+            &[
+                ("name", !role.name.is_empty()),
+                ("description", !role.description.is_empty()),
+                ("capabilities", !role.capabilities.is_empty()),
+            ],
+        )?;
         let mut bad = Vec::new();
         let mut patch = RolePatch::default();
         let mut caps = None;
