@@ -23,10 +23,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let beta_root = out.join("proto");
     for domain in VERSIONED {
         let src = root.join("chainguard/platform").join(domain).join("v2");
-        let dst = beta_root
-            .join("chainguard/platform")
-            .join(domain)
-            .join("v2beta1");
+        let dst = beta_root.join("chainguard/platform").join(domain).join("v2beta1");
         std::fs::create_dir_all(&dst)?;
         for entry in std::fs::read_dir(&src)? {
             let path = entry?.path();
@@ -57,11 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("crate::chainguard::platform::{domain}::v2"),
         );
     }
-    let includes = [
-        root.clone(),
-        beta_root,
-        protoc_bin_vendored::include_path()?,
-    ];
+    let includes = [root.clone(), beta_root, protoc_bin_vendored::include_path()?];
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)

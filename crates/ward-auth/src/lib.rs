@@ -24,6 +24,8 @@ use ward_core::clock::Clock;
 use ward_core::{Error, Result};
 use ward_store::{SigningKeyRecord, Store};
 
+pub mod upstream;
+
 /// Lifetime of an API token.
 pub const TOKEN_LIFETIME_SECS: i64 = 3600;
 /// Tokens longer than this are rejected before any parsing.
@@ -32,15 +34,96 @@ const ALGORITHM: &str = "EdDSA";
 /// At most one reload of the key set per interval when an unknown `kid` shows
 /// up (a key another replica just added).
 const KEY_RELOAD_INTERVAL_MS: i64 = 10_000;
+/// How often a running server re-reads its keys, to start signing with a key
+/// that `ward admin rotate-key` added.
+pub const KEY_REFRESH_PERIOD: std::time::Duration = std::time::Duration::from_secs(60);
+/// A replaced key is kept this long after its successor appeared: every token
+/// it signed has expired by then, even on a server that had not yet refreshed.
+const KEY_RETIRE_AFTER_MS: i64 = (TOKEN_LIFETIME_SECS + 5 * 60) * 1000;
+
+/// Adds a new signing key (it signs from the next refresh on) and deletes keys
+/// whose tokens can no longer be valid. Returns the new key's id.
+pub async fn rotate_key(store: &dyn Store, now_ms: i64) -> Result<String> {
+    let key = generate_key(now_ms)?;
+    store.insert_signing_key(&key).await?;
+    prune_keys(store, now_ms).await?;
+    Ok(key.kid)
+}
+
+/// Deletes every key whose successor is older than [`KEY_RETIRE_AFTER_MS`].
+pub async fn prune_keys(store: &dyn Store, now_ms: i64) -> Result<()> {
+    let keys = store.signing_keys().await?;
+    for pair in keys.windows(2) {
+        if now_ms - pair[1].create_time > KEY_RETIRE_AFTER_MS {
+            tracing::info!(kid = pair[0].kid, "retiring a replaced signing key");
+            store.delete_signing_key(&pair[0].kid).await?;
+        }
+    }
+    Ok(())
+}
+
+/// One audience or several (RFC 7519 allows both forms).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Audience {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Audience {
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            Audience::One(a) => vec![a.clone()],
+            Audience::Many(v) => v.clone(),
+        }
+    }
+
+    fn of(mut v: Vec<String>) -> Self {
+        if v.len() == 1 {
+            Audience::One(v.remove(0))
+        } else {
+            Audience::Many(v)
+        }
+    }
+}
+
+/// The upstream token a Ward token was exchanged for (`act`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    pub iss: String,
+    pub sub: String,
+    pub aud: Audience,
+}
 
 /// The claims of a Ward API token.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claims {
     pub iss: String,
     pub sub: String,
-    pub aud: String,
+    pub aud: Audience,
     pub iat: i64,
     pub exp: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub act: Option<Actor>,
+    /// Narrowing: the token acts only in these groups (and below).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    /// Narrowing: the token carries only these capabilities (dotted names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<Vec<String>>,
+}
+
+/// What to put in a token besides the issuer and times.
+#[derive(Clone, Debug, Default)]
+pub struct Grant {
+    pub subject: String,
+    /// Empty means the API URL.
+    pub audiences: Vec<String>,
+    /// Shorter than [`TOKEN_LIFETIME_SECS`] when set.
+    pub expires_at: Option<i64>,
+    pub act: Option<Actor>,
+    pub scopes: Option<Vec<String>>,
+    pub cap: Option<Vec<String>>,
 }
 
 struct Key {
@@ -120,24 +203,14 @@ pub fn bearer(header: &str) -> Option<&str> {
 
 impl Tokens {
     /// Loads the signing keys, creating the first one on an empty database.
-    pub async fn load(
-        store: Arc<dyn Store>,
-        clock: Arc<dyn Clock>,
-        issuer: String,
-        audience: String,
-    ) -> Result<Self> {
+    pub async fn load(store: Arc<dyn Store>, clock: Arc<dyn Clock>, issuer: String, audience: String) -> Result<Self> {
         let mut records = store.signing_keys().await?;
         if records.is_empty() {
-            store
-                .insert_signing_key(&generate_key(clock.now_millis())?)
-                .await?;
+            store.insert_signing_key(&generate_key(clock.now_millis())?).await?;
             tracing::info!("created the first token signing key");
             records = store.signing_keys().await?;
         }
-        let keys = records
-            .iter()
-            .map(key_from_record)
-            .collect::<Result<Vec<_>>>()?;
+        let keys = records.iter().map(key_from_record).collect::<Result<Vec<_>>>()?;
         let verified = moka::sync::Cache::builder()
             .max_capacity(100_000)
             .time_to_live(Duration::from_secs(TOKEN_LIFETIME_SECS as u64))
@@ -165,23 +238,41 @@ impl Tokens {
 
     /// A fresh API token for `subject`, signed with the newest key.
     pub fn mint(&self, subject: &str) -> Result<String> {
+        self.mint_grant(&Grant {
+            subject: subject.to_owned(),
+            ..Grant::default()
+        })
+        .map(|(t, _)| t)
+    }
+
+    /// A token for `grant`, and its expiry (seconds since the epoch).
+    pub fn mint_grant(&self, grant: &Grant) -> Result<(String, i64)> {
         let now = self.clock.now_secs();
+        let audiences = if grant.audiences.is_empty() {
+            vec![self.audience.clone()]
+        } else {
+            grant.audiences.clone()
+        };
+        let exp = grant
+            .expires_at
+            .map_or(now + TOKEN_LIFETIME_SECS, |e| e.min(now + TOKEN_LIFETIME_SECS));
         let claims = Claims {
             iss: self.issuer.clone(),
-            sub: subject.to_owned(),
-            aud: self.audience.clone(),
+            sub: grant.subject.clone(),
+            aud: Audience::of(audiences),
             iat: now,
-            exp: now + TOKEN_LIFETIME_SECS,
+            exp,
+            act: grant.act.clone(),
+            scopes: grant.scopes.clone(),
+            cap: grant.cap.clone(),
         };
         let keys = self.keys.read().expect("key lock");
-        let key = keys
-            .keys
-            .last()
-            .ok_or_else(|| Error::internal("no signing key"))?;
+        let key = keys.keys.last().ok_or_else(|| Error::internal("no signing key"))?;
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(key.kid.clone());
-        jsonwebtoken::encode(&header, &claims, &key.encoding)
-            .map_err(|e| Error::internal(format_args!("sign: {e}")))
+        let token = jsonwebtoken::encode(&header, &claims, &key.encoding)
+            .map_err(|e| Error::internal(format_args!("sign: {e}")))?;
+        Ok((token, exp))
     }
 
     /// Verifies a token: signature by one of Ward's keys, issuer, audience and
@@ -206,8 +297,7 @@ impl Tokens {
     }
 
     async fn check_signature(&self, token: &str) -> Result<Claims> {
-        let header = jsonwebtoken::decode_header(token)
-            .map_err(|_| unauthenticated("the token is malformed"))?;
+        let header = jsonwebtoken::decode_header(token).map_err(|_| unauthenticated("the token is malformed"))?;
         if header.alg != Algorithm::EdDSA {
             return Err(unauthenticated("the token is not signed by this issuer"));
         }
@@ -244,12 +334,20 @@ impl Tokens {
     }
 
     fn has_kid(&self, kid: &str) -> bool {
-        self.keys
-            .read()
-            .expect("key lock")
-            .keys
-            .iter()
-            .any(|k| k.kid == kid)
+        self.keys.read().expect("key lock").keys.iter().any(|k| k.kid == kid)
+    }
+
+    /// Re-reads the key set now (the newest key signs from then on).
+    pub async fn refresh(&self) -> Result<()> {
+        let records = self.store.signing_keys().await?;
+        let keys = records.iter().map(key_from_record).collect::<Result<Vec<_>>>()?;
+        if !keys.is_empty() {
+            *self.keys.write().expect("key lock") = KeySet {
+                keys,
+                loaded_at_ms: self.clock.now_millis(),
+            };
+        }
+        Ok(())
     }
 
     /// Re-reads the key set from the database, at most once per interval.
@@ -259,10 +357,7 @@ impl Tokens {
             return Ok(());
         }
         let records = self.store.signing_keys().await?;
-        let keys = records
-            .iter()
-            .map(key_from_record)
-            .collect::<Result<Vec<_>>>()?;
+        let keys = records.iter().map(key_from_record).collect::<Result<Vec<_>>>()?;
         *self.keys.write().expect("key lock") = KeySet {
             keys,
             loaded_at_ms: now,

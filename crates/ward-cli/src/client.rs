@@ -13,6 +13,7 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client for `api` sending `token` as bearer ("" sends none).
     pub fn new(api: &str, token: String) -> anyhow::Result<Self> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
@@ -35,18 +36,14 @@ impl Client {
         body: Option<&B>,
     ) -> anyhow::Result<T> {
         let url = format!("{}{path}", self.base);
-        let mut req = self
-            .http
-            .request(method.clone(), &url)
-            .bearer_auth(&self.token)
-            .query(query);
+        let mut req = self.http.request(method.clone(), &url).query(query);
+        if !self.token.is_empty() {
+            req = req.bearer_auth(&self.token);
+        }
         if let Some(b) = body {
             req = req.json(b);
         }
-        let resp = req
-            .send()
-            .await
-            .with_context(|| format!("{method} {url}"))?;
+        let resp = req.send().await.with_context(|| format!("{method} {url}"))?;
         let status = resp.status();
         let bytes = resp
             .bytes()
@@ -59,7 +56,6 @@ impl Client {
                 .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
             return Err(anyhow!("{message} (HTTP {})", status.as_u16()));
         }
-        serde_json::from_slice(&bytes)
-            .with_context(|| format!("decoding the reply to {method} {url}"))
+        serde_json::from_slice(&bytes).with_context(|| format!("decoding the reply to {method} {url}"))
     }
 }

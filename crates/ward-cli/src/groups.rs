@@ -84,10 +84,7 @@ fn tree(groups: &[Group]) -> String {
 
 pub async fn run(client: &Client, format: Format, cmd: GroupsCommand) -> anyhow::Result<()> {
     match cmd {
-        GroupsCommand::List {
-            filters,
-            tree: as_tree,
-        } => {
+        GroupsCommand::List { filters, tree: as_tree } => {
             let all: Vec<Group> = resource::list(client, &filters.query(client).await?).await?;
             if as_tree && format == Format::Table {
                 print!("{}", tree(&all));
@@ -105,9 +102,7 @@ pub async fn run(client: &Client, format: Format, cmd: GroupsCommand) -> anyhow:
             let body = serde_json::json!({ "name": name, "description": description });
             resource::create::<Group>(client, format, parent.as_deref(), &body).await
         }
-        GroupsCommand::Describe { group } => {
-            resource::describe::<Group>(client, format, &group).await
-        }
+        GroupsCommand::Describe { group } => resource::describe::<Group>(client, format, &group).await,
         GroupsCommand::Update { group, fields } => {
             resource::update::<Group>(client, format, &group, fields.body()).await
         }
@@ -130,9 +125,6 @@ mod tests {
         let c = format!("{r}/{}", "b".repeat(16));
         let d = format!("{c}/{}", "c".repeat(16));
         let out = tree(&[g(&d, "leaf"), g(&r, "org"), g(&c, "team")]);
-        assert_eq!(
-            out,
-            format!("org ({r})\n  └ team ({c})\n    └ leaf ({d})\n")
-        );
+        assert_eq!(out, format!("org ({r})\n  └ team ({c})\n    └ leaf ({d})\n"));
     }
 }

@@ -15,8 +15,7 @@ impl Resource for Identity {
     const KIND: &'static str = "identity";
     const PATH: &'static str = "/iam/v2/identities";
     const ITEMS: &'static str = "identities";
-    const HEADER: &'static [&'static str] =
-        &["UID", "NAME", "TYPE", "ISSUER", "SUBJECT", "DESCRIPTION"];
+    const HEADER: &'static [&'static str] = &["UID", "NAME", "TYPE", "ISSUER", "SUBJECT", "DESCRIPTION"];
 
     fn uid(&self) -> &str {
         &self.uid
@@ -163,8 +162,7 @@ fn rfc3339(s: &str) -> Result<Timestamp, String> {
 /// The relationship the flags describe: static keys when a keys file is given.
 fn relationship(c: ClaimMatchArgs, k: StaticKeysArgs) -> anyhow::Result<Relationship> {
     if let Some(file) = k.static_keys_file {
-        let issuer_keys = std::fs::read_to_string(&file)
-            .with_context(|| format!("reading {}", file.display()))?;
+        let issuer_keys = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
         return Ok(Relationship::StaticKeys(StaticKeys {
             issuer: k.static_issuer.unwrap_or_default(),
             subject: k.static_subject.unwrap_or_default(),
@@ -174,10 +172,7 @@ fn relationship(c: ClaimMatchArgs, k: StaticKeysArgs) -> anyhow::Result<Relation
         }));
     }
     Ok(Relationship::ClaimMatch(ClaimMatch {
-        iss: c
-            .issuer
-            .map(Iss::Issuer)
-            .or(c.issuer_pattern.map(Iss::IssuerPattern)),
+        iss: c.issuer.map(Iss::Issuer).or(c.issuer_pattern.map(Iss::IssuerPattern)),
         sub: c
             .subject
             .map(Sub::Subject)
@@ -199,11 +194,7 @@ pub async fn run(client: &Client, format: Format, cmd: IdentitiesCommand) -> any
                 Kind::ClaimMatch => RelationshipType::ClaimMatch,
                 Kind::Static => RelationshipType::Static,
             });
-            resource::push(
-                &mut q,
-                "relationship_type",
-                kind.map(|k| k.as_str_name().into()),
-            );
+            resource::push(&mut q, "relationship_type", kind.map(|k| k.as_str_name().into()));
             resource::show(format, &resource::list::<Identity>(client, &q).await?)
         }
         IdentitiesCommand::Create(args) => {
@@ -217,14 +208,10 @@ pub async fn run(client: &Client, format: Format, cmd: IdentitiesCommand) -> any
             };
             resource::create::<Identity>(client, format, Some(&parent), &identity).await
         }
-        IdentitiesCommand::Describe { identity } => {
-            resource::describe::<Identity>(client, format, &identity).await
-        }
+        IdentitiesCommand::Describe { identity } => resource::describe::<Identity>(client, format, &identity).await,
         IdentitiesCommand::Update { identity, fields } => {
             resource::update::<Identity>(client, format, &identity, fields.body()).await
         }
-        IdentitiesCommand::Delete { identity } => {
-            resource::delete::<Identity>(client, format, &identity).await
-        }
+        IdentitiesCommand::Delete { identity } => resource::delete::<Identity>(client, format, &identity).await,
     }
 }

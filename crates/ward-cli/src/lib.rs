@@ -3,7 +3,12 @@
 //! Talks REST/JSON to a Ward server and decodes responses into the same proto
 //! types the server uses. Output is a table for people or JSON (`-o json`) for
 //! scripts; errors print the server's message and exit non-zero.
+//!
+//! The token is, in order: `--token-file`/`WARD_TOKEN_FILE`, `WARD_TOKEN`, or
+//! the one `ward auth login` cached for the API URL (see [`auth`]).
 
+pub mod auth;
+pub mod cache;
 pub mod client;
 pub mod groups;
 pub mod identities;
@@ -18,17 +23,17 @@ pub use client::Client;
 #[derive(Clone, Debug, clap::Args)]
 pub struct Connection {
     /// The Ward API URL.
-    #[arg(
-        long,
-        global = true,
-        env = "WARD_API",
-        default_value = "http://127.0.0.1:8080"
-    )]
+    #[arg(long, global = true, env = "WARD_API", default_value = "http://127.0.0.1:8080")]
     pub api: String,
 
     /// Read the API token from this file instead of WARD_TOKEN.
     #[arg(long, global = true, env = "WARD_TOKEN_FILE")]
     pub token_file: Option<std::path::PathBuf>,
+
+    /// The issuer whose STS exchanges identity tokens [default: the one the
+    /// cached token came from, else the API's /.well-known/openid-configuration].
+    #[arg(long, global = true, env = "WARD_ISSUER")]
+    pub issuer: Option<String>,
 
     /// Output format.
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
@@ -42,16 +47,26 @@ pub enum Format {
 }
 
 impl Connection {
-    /// A client for the configured API with the configured token.
-    pub fn client(&self) -> anyhow::Result<Client> {
+    /// A client for the configured API with the configured token: the token
+    /// file, else WARD_TOKEN, else the token `ward auth login` cached for the
+    /// API URL (renewed when it is about to expire).
+    pub async fn client(&self) -> anyhow::Result<Client> {
         let token = match &self.token_file {
             Some(path) => std::fs::read_to_string(path)
                 .map_err(|e| anyhow::anyhow!("reading token file {}: {e}", path.display()))?
                 .trim()
                 .to_owned(),
-            None => std::env::var("WARD_TOKEN").map_err(|_| {
-                anyhow::anyhow!("no token: set WARD_TOKEN or pass --token-file (the server writes <data-dir>/admin.token)")
-            })?,
+            None => match std::env::var("WARD_TOKEN") {
+                Ok(t) if !t.is_empty() => t,
+                _ => auth::cached_token(self, &auth::default_audience(self))
+                    .await?
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "no token: run `ward auth login --identity UID --identity-token FILE`, \
+                             set WARD_TOKEN or pass --token-file (the server writes <data-dir>/admin.token)"
+                        )
+                    })?,
+            },
         };
         Client::new(&self.api, token)
     }
@@ -76,7 +91,7 @@ pub enum IamCommand {
 
 /// Runs an `ward iam` command.
 pub async fn run_iam(conn: &Connection, cmd: IamCommand) -> anyhow::Result<()> {
-    let client = conn.client()?;
+    let client = conn.client().await?;
     match cmd {
         IamCommand::Groups(c) => groups::run(&client, conn.output, c).await,
         IamCommand::Identities(c) => identities::run(&client, conn.output, c).await,

@@ -169,11 +169,7 @@ pub async fn resolve<R: Resource>(client: &Client, arg: &str) -> anyhow::Result<
 }
 
 /// [`resolve`] for a flag's value; errors name the flag.
-pub async fn resolve_flag<R: Resource>(
-    client: &Client,
-    flag: &'static str,
-    arg: &str,
-) -> anyhow::Result<String> {
+pub async fn resolve_flag<R: Resource>(client: &Client, flag: &'static str, arg: &str) -> anyhow::Result<String> {
     resolve::<R>(client, arg).await.context(flag)
 }
 
@@ -225,11 +221,7 @@ pub async fn create<R: Resource>(
 }
 
 /// Prints the `R` with this name or uid.
-pub async fn describe<R: Resource>(
-    client: &Client,
-    format: Format,
-    arg: &str,
-) -> anyhow::Result<()> {
+pub async fn describe<R: Resource>(client: &Client, format: Format, arg: &str) -> anyhow::Result<()> {
     let uid = resolve::<R>(client, arg).await?;
     let r: R = client
         .call::<(), _>(Method::GET, &item_path::<R>(&uid), &[], None)

@@ -19,18 +19,9 @@ impl Resource for RoleBinding {
     fn row(&self) -> Vec<String> {
         vec![
             self.uid.clone(),
-            self.identity
-                .as_ref()
-                .map(|i| i.name.clone())
-                .unwrap_or_default(),
-            self.role
-                .as_ref()
-                .map(|r| r.name.clone())
-                .unwrap_or_default(),
-            self.group
-                .as_ref()
-                .map(|g| g.name.clone())
-                .unwrap_or_default(),
+            self.identity.as_ref().map(|i| i.name.clone()).unwrap_or_default(),
+            self.role.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
+            self.group.as_ref().map(|g| g.name.clone()).unwrap_or_default(),
         ]
     }
 }
@@ -85,28 +76,16 @@ pub async fn run(client: &Client, format: Format, cmd: RoleBindingsCommand) -> a
             paging,
         } => {
             let mut q = paging.query();
-            resource::push(
-                &mut q,
-                "group",
-                resolve_opt::<Group>(client, "--group", group).await?,
-            );
+            resource::push(&mut q, "group", resolve_opt::<Group>(client, "--group", group).await?);
             resource::push(
                 &mut q,
                 "identity",
                 resolve_opt::<Identity>(client, "--identity", identity).await?,
             );
-            resource::push(
-                &mut q,
-                "role",
-                resolve_opt::<Role>(client, "--role", role).await?,
-            );
+            resource::push(&mut q, "role", resolve_opt::<Role>(client, "--role", role).await?);
             resource::show(format, &resource::list::<RoleBinding>(client, &q).await?)
         }
-        RoleBindingsCommand::Create {
-            group,
-            identity,
-            role,
-        } => {
+        RoleBindingsCommand::Create { group, identity, role } => {
             let group = resolve_flag::<Group>(client, "--group", &group).await?;
             let body = serde_json::json!({
                 "identityUid": resolve_flag::<Identity>(client, "--identity", &identity).await?,
@@ -114,17 +93,13 @@ pub async fn run(client: &Client, format: Format, cmd: RoleBindingsCommand) -> a
             });
             resource::create::<RoleBinding>(client, format, Some(&group), &body).await
         }
-        RoleBindingsCommand::Describe { uid } => {
-            resource::describe::<RoleBinding>(client, format, &uid).await
-        }
+        RoleBindingsCommand::Describe { uid } => resource::describe::<RoleBinding>(client, format, &uid).await,
         RoleBindingsCommand::Update { uid, role } => {
             let mut body = serde_json::Map::new();
             let role = resolve_flag::<Role>(client, "--role", &role).await?;
             body.insert("roleUid".into(), role.into());
             resource::update::<RoleBinding>(client, format, &uid, body).await
         }
-        RoleBindingsCommand::Delete { uid } => {
-            resource::delete::<RoleBinding>(client, format, &uid).await
-        }
+        RoleBindingsCommand::Delete { uid } => resource::delete::<RoleBinding>(client, format, &uid).await,
     }
 }

@@ -21,10 +21,7 @@ impl Resource for Role {
         let caps: Vec<String> = self
             .capabilities
             .iter()
-            .map(|n| {
-                Capability::from_number(*n)
-                    .map_or_else(|| n.to_string(), |c| c.dotted_name().into())
-            })
+            .map(|n| Capability::from_number(*n).map_or_else(|| n.to_string(), |c| c.dotted_name().into()))
             .collect();
         vec![
             self.uid.clone(),

@@ -91,6 +91,10 @@ impl CapSet {
         CapSet(self.0 | other.0)
     }
 
+    pub fn intersection(self, other: CapSet) -> CapSet {
+        CapSet(self.0 & other.0)
+    }
+
     pub fn is_subset(self, other: CapSet) -> bool {
         self.0 & !other.0 == 0
     }
@@ -101,10 +105,7 @@ impl CapSet {
 
     /// Members in enum-number order.
     pub fn iter(self) -> impl Iterator<Item = Capability> {
-        Capability::ALL
-            .iter()
-            .copied()
-            .filter(move |c| self.contains(*c))
+        Capability::ALL.iter().copied().filter(move |c| self.contains(*c))
     }
 
     /// Comma-separated enum numbers: the storage form.
@@ -154,12 +155,7 @@ impl BuiltinRole {
 
 use Capability::*;
 
-const VIEW: &[Capability] = &[
-    IamGroupsList,
-    IamIdentityList,
-    IamRolesList,
-    IamRoleBindingsList,
-];
+const VIEW: &[Capability] = &[IamGroupsList, IamIdentityList, IamRolesList, IamRoleBindingsList];
 
 /// The built-in roles (reference §5.3 bundles, restricted to what Ward implements).
 pub const BUILTIN_ROLES: &[BuiltinRole] = &[
@@ -208,12 +204,7 @@ pub const BUILTIN_ROLES: &[BuiltinRole] = &[
     BuiltinRole {
         name: "registry.pull_token_creator",
         description: "Registry Pull Token Creator Role (built-in)",
-        capabilities: &[
-            IamRoleBindingsCreate,
-            IamIdentityCreate,
-            IamRolesList,
-            IamGroupsList,
-        ],
+        capabilities: &[IamRoleBindingsCreate, IamIdentityCreate, IamRolesList, IamGroupsList],
     },
 ];
 
@@ -237,10 +228,7 @@ mod tests {
             Some(IamIdentityDelete)
         );
         assert_eq!(Capability::from_number(904), Some(IamIdentityDelete));
-        assert_eq!(
-            CapSet::from_storage("103,99999"),
-            [IamGroupsList].into_iter().collect()
-        );
+        assert_eq!(CapSet::from_storage("103,99999"), [IamGroupsList].into_iter().collect());
     }
 
     #[test]

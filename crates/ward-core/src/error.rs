@@ -154,21 +154,11 @@ impl Error {
                 .map(|f| format!("{}: {}", f.field, f.description))
                 .collect::<Vec<_>>()
                 .join("; "),
-            Error::NotFound {
-                resource_type,
-                name,
-            } => format!("{} \"{name}\" not found", short_type(resource_type)),
-            Error::AlreadyExists {
-                resource_type,
-                name,
-            } => {
+            Error::NotFound { resource_type, name } => format!("{} \"{name}\" not found", short_type(resource_type)),
+            Error::AlreadyExists { resource_type, name } => {
                 format!("{} \"{name}\" already exists", short_type(resource_type))
             }
-            Error::FailedPrecondition(v) => v
-                .iter()
-                .map(|p| p.description.as_str())
-                .collect::<Vec<_>>()
-                .join("; "),
+            Error::FailedPrecondition(v) => v.iter().map(|p| p.description.as_str()).collect::<Vec<_>>().join("; "),
             Error::PermissionDenied(m)
             | Error::Unauthenticated(m)
             | Error::ResourceExhausted(m)

@@ -12,10 +12,7 @@ pub const MAX_PAGE_SIZE: u32 = 200;
 /// negative is an error.
 pub fn page_size(raw: i32) -> Result<u32> {
     match raw {
-        n if n < 0 => Err(Error::invalid(
-            "page_size",
-            "page_size must not be negative",
-        )),
+        n if n < 0 => Err(Error::invalid("page_size", "page_size must not be negative")),
         0 => Ok(DEFAULT_PAGE_SIZE),
         n => Ok((n as u32).min(MAX_PAGE_SIZE)),
     }
@@ -222,12 +219,7 @@ mod tests {
                 desc: false
             }
         );
-        for bad in [
-            "description",
-            "name sideways",
-            "name desc extra",
-            "name,uid",
-        ] {
+        for bad in ["description", "name sideways", "name desc extra", "name,uid"] {
             let e = OrderBy::parse(bad).unwrap_err();
             assert!(
                 matches!(&e, Error::InvalidArgument(v) if v[0].field == "order_by"),

@@ -12,8 +12,7 @@ pub const NAME_MAX_LEN: usize = 63;
 pub const DESCRIPTION_PATTERN: &str = r"^[\S ]{0,512}$";
 
 static NAME_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(NAME_PATTERN).expect("valid regex"));
-static DESCRIPTION_RE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(DESCRIPTION_PATTERN).expect("valid regex"));
+static DESCRIPTION_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(DESCRIPTION_PATTERN).expect("valid regex"));
 
 /// Checks a resource name, pushing a violation for `field` if it fails.
 pub fn check_name(field: &str, name: &str, out: &mut Vec<FieldViolation>) {
@@ -35,7 +34,9 @@ pub fn check_description(field: &str, description: &str, out: &mut Vec<FieldViol
     if !DESCRIPTION_RE.is_match(description) {
         out.push(FieldViolation {
             field: field.into(),
-            description: format!("{field} must match \"{DESCRIPTION_PATTERN}\" (at most 512 characters, no tabs or newlines)"),
+            description: format!(
+                "{field} must match \"{DESCRIPTION_PATTERN}\" (at most 512 characters, no tabs or newlines)"
+            ),
         });
     }
 }

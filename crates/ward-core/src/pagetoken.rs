@@ -45,10 +45,7 @@ impl std::fmt::Debug for PageTokens {
 }
 
 fn invalid() -> Error {
-    Error::invalid(
-        "page_token",
-        "page_token is not a valid page token for this query",
-    )
+    Error::invalid("page_token", "page_token is not a valid page token for this query")
 }
 
 fn query_hash(fingerprint: &str) -> String {
@@ -61,8 +58,7 @@ impl PageTokens {
     }
 
     fn mac(&self, data: &[u8]) -> [u8; MAC_LEN] {
-        let mut m =
-            <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC accepts any key length");
+        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC accepts any key length");
         m.update(data);
         let full = m.finalize().into_bytes();
         let mut out = [0u8; MAC_LEN];
@@ -95,8 +91,7 @@ impl PageTokens {
             return Err(invalid());
         }
         let (payload, mac) = bytes.split_at(bytes.len() - MAC_LEN);
-        let mut m =
-            <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC accepts any key length");
+        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC accepts any key length");
         m.update(payload);
         // Constant-time check of the truncated tag.
         m.verify_truncated_left(mac).map_err(|_| invalid())?;
@@ -134,11 +129,7 @@ mod tests {
         // Another query.
         assert!(t.open(&tok, "q2", 2000).is_err());
         // Another key (another deployment).
-        assert!(
-            PageTokens::new(b"other".to_vec())
-                .open(&tok, "q1", 2000)
-                .is_err()
-        );
+        assert!(PageTokens::new(b"other".to_vec()).open(&tok, "q1", 2000).is_err());
         // Tampered: flip one character.
         let mut chars: Vec<char> = tok.chars().collect();
         chars[3] = if chars[3] == 'A' { 'B' } else { 'A' };
@@ -147,9 +138,6 @@ mod tests {
         assert!(t.open("not base64 !", "q1", 2000).is_err());
         assert!(t.open("", "q1", 2000).is_err());
         // Expired: restart, no error.
-        assert_eq!(
-            t.open(&tok, "q1", 1000 + TOKEN_LIFETIME_MS + 1).unwrap(),
-            None
-        );
+        assert_eq!(t.open(&tok, "q1", 1000 + TOKEN_LIFETIME_MS + 1).unwrap(), None);
     }
 }

@@ -65,9 +65,7 @@ impl Rule {
     pub const fn seen_with(&self) -> (Capability, &'static str) {
         match self.scope {
             Scope::Parent => (IamGroupsList, Kind::Group.type_name()),
-            Scope::Resource | Scope::Unscoped => {
-                (self.kind.list_capability(), self.kind.type_name())
-            }
+            Scope::Resource | Scope::Unscoped => (self.kind.list_capability(), self.kind.type_name()),
         }
     }
 }

@@ -15,9 +15,7 @@ use crate::error::Error;
 pub struct Uidp(String);
 
 fn is_hex(s: &str, len: usize) -> bool {
-    s.len() == len
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 impl Uidp {
@@ -83,8 +81,7 @@ impl Uidp {
 
     /// Whether `self` is `other` or lies below it.
     pub fn is_self_or_descendant_of(&self, other: &Uidp) -> bool {
-        self.0 == other.0
-            || (self.0.starts_with(&other.0) && self.0.as_bytes()[other.0.len()] == b'/')
+        self.0 == other.0 || (self.0.starts_with(&other.0) && self.0.as_bytes()[other.0.len()] == b'/')
     }
 
     /// The half-open key range holding exactly the strict descendants of `self`.

@@ -13,33 +13,21 @@ pub use timestamp::Timestamp;
 pub mod chainguard {
     pub mod capabilities {
         include!(concat!(env!("OUT_DIR"), "/chainguard.capabilities.rs"));
-        include!(concat!(
-            env!("OUT_DIR"),
-            "/chainguard.capabilities.serde.rs"
-        ));
+        include!(concat!(env!("OUT_DIR"), "/chainguard.capabilities.serde.rs"));
     }
     pub mod platform {
         pub mod common {
             include!(concat!(env!("OUT_DIR"), "/chainguard.platform.common.rs"));
-            include!(concat!(
-                env!("OUT_DIR"),
-                "/chainguard.platform.common.serde.rs"
-            ));
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.common.serde.rs"));
         }
         pub mod iam {
             pub mod v2 {
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.iam.v2.rs"));
-                include!(concat!(
-                    env!("OUT_DIR"),
-                    "/chainguard.platform.iam.v2.serde.rs"
-                ));
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.iam.v2.serde.rs"));
             }
             /// The beta services; their messages are the v2 types.
             pub mod v2beta1 {
-                include!(concat!(
-                    env!("OUT_DIR"),
-                    "/chainguard.platform.iam.v2beta1.rs"
-                ));
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.iam.v2beta1.rs"));
             }
         }
     }

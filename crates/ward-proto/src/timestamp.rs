@@ -62,15 +62,9 @@ mod tests {
     #[test]
     fn json_has_exactly_three_fraction_digits() {
         let t = Timestamp::from_millis(1_774_619_700_000);
-        assert_eq!(
-            serde_json::to_string(&t).unwrap(),
-            "\"2026-03-27T13:55:00.000Z\""
-        );
+        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-03-27T13:55:00.000Z\"");
         let t = Timestamp::from_millis(1_774_619_700_423);
-        assert_eq!(
-            serde_json::to_string(&t).unwrap(),
-            "\"2026-03-27T13:55:00.423Z\""
-        );
+        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-03-27T13:55:00.423Z\"");
         let back: Timestamp = serde_json::from_str("\"2026-03-27T13:55:00.423Z\"").unwrap();
         assert_eq!(back.to_millis(), 1_774_619_700_423);
     }

@@ -64,6 +64,25 @@ impl Grants {
         self.by_scope.values().any(|c| c.contains(cap))
     }
 
+    /// What a narrowed token may use: only `scopes` (each with everything
+    /// inherited there) and only `caps`. Never more than `self`.
+    pub fn narrowed(&self, scopes: Option<&[String]>, caps: Option<CapSet>) -> Grants {
+        let mut by_scope: HashMap<String, CapSet> = match scopes {
+            Some(scopes) => scopes
+                .iter()
+                .filter_map(|s| Uidp::parse("scope", s).ok())
+                .map(|s| (s.as_str().to_owned(), self.at(&s)))
+                .collect(),
+            None => self.by_scope.clone(),
+        };
+        if let Some(caps) = caps {
+            for c in by_scope.values_mut() {
+                *c = c.intersection(caps);
+            }
+        }
+        Grants { by_scope }
+    }
+
     /// Every group the caller has bindings at, with what they grant there.
     pub fn iter(&self) -> impl Iterator<Item = (&str, CapSet)> {
         self.by_scope.iter().map(|(s, c)| (s.as_str(), *c))
@@ -77,6 +96,8 @@ pub struct Caller {
     pub subject: String,
     pub is_admin: bool,
     pub grants: Arc<Grants>,
+    /// The verified token.
+    pub claims: Arc<ward_auth::Claims>,
 }
 
 impl Ward {
@@ -84,24 +105,29 @@ impl Ward {
     /// their current grants.
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller> {
         let header = authorization.ok_or_else(|| {
-            Error::Unauthenticated(
-                "a bearer token is required (Authorization: Bearer <token>)".into(),
-            )
+            Error::Unauthenticated("a bearer token is required (Authorization: Bearer <token>)".into())
         })?;
-        let token = ward_auth::bearer(header).ok_or_else(|| {
-            Error::Unauthenticated("the Authorization header must be \"Bearer <token>\"".into())
-        })?;
+        let token = ward_auth::bearer(header)
+            .ok_or_else(|| Error::Unauthenticated("the Authorization header must be \"Bearer <token>\"".into()))?;
         let claims = self.tokens.verify(token).await?;
         let is_admin = claims.sub == self.admin.as_str();
-        let grants = if is_admin {
+        let mut grants = if is_admin {
             Arc::new(Grants::default())
         } else {
             self.grants_of(&claims.sub).await?
         };
+        if !is_admin && (claims.scopes.is_some() || claims.cap.is_some()) {
+            let caps = claims
+                .cap
+                .as_ref()
+                .map(|names| names.iter().filter_map(|n| Capability::from_name(n)).collect());
+            grants = Arc::new(grants.narrowed(claims.scopes.as_deref(), caps));
+        }
         Ok(Caller {
             subject: claims.sub.clone(),
             is_admin,
             grants,
+            claims,
         })
     }
 
@@ -153,12 +179,7 @@ impl Ward {
     }
 
     /// Refuses to grant more than the caller holds at `scope` (no escalation).
-    pub fn check_no_escalation(
-        &self,
-        caller: &Caller,
-        scope: &Uidp,
-        granted: CapSet,
-    ) -> Result<()> {
+    pub fn check_no_escalation(&self, caller: &Caller, scope: &Uidp, granted: CapSet) -> Result<()> {
         let held = self.caps_at(caller, scope);
         if granted.is_subset(held) {
             return Ok(());
@@ -195,14 +216,8 @@ mod tests {
         let team = org.new_child();
         let other = org.new_child();
         let g = Grants::from_rows(vec![
-            (
-                team.as_str().into(),
-                CapSet::from_iter([IamGroupsList]).to_storage(),
-            ),
-            (
-                org.as_str().into(),
-                CapSet::from_iter([IamRolesList]).to_storage(),
-            ),
+            (team.as_str().into(), CapSet::from_iter([IamGroupsList]).to_storage()),
+            (org.as_str().into(), CapSet::from_iter([IamRolesList]).to_storage()),
         ]);
         assert!(g.at(&team.new_child()).contains(IamGroupsList));
         assert!(g.at(&team).contains(IamRolesList));

@@ -36,6 +36,11 @@ pub struct ServerConfig {
     /// creator becomes the new organization's owner).
     #[arg(long, env = "WARD_ALLOW_ORG_CREATION")]
     pub allow_org_creation: bool,
+
+    /// Let the token exchange fetch keys from plain-http issuers and from
+    /// private, loopback or link-local addresses. `--dev` allows loopback only.
+    #[arg(long, env = "WARD_ALLOW_INSECURE_ISSUERS")]
+    pub allow_insecure_issuers: bool,
 }
 
 impl ServerConfig {
@@ -49,6 +54,7 @@ impl ServerConfig {
             api_url: None,
             dev: false,
             allow_org_creation: false,
+            allow_insecure_issuers: false,
         }
     }
 
@@ -64,10 +70,7 @@ impl ServerConfig {
         let local = format!("http://{bound}");
         let trim = |s: &String| s.trim_end_matches('/').to_owned();
         (
-            self.issuer_url
-                .as_ref()
-                .map(trim)
-                .unwrap_or_else(|| local.clone()),
+            self.issuer_url.as_ref().map(trim).unwrap_or_else(|| local.clone()),
             self.api_url.as_ref().map(trim).unwrap_or(local),
         )
     }
@@ -93,6 +96,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("api_url", &self.api_url)
             .field("dev", &self.dev)
             .field("allow_org_creation", &self.allow_org_creation)
+            .field("allow_insecure_issuers", &self.allow_insecure_issuers)
             .finish()
     }
 }

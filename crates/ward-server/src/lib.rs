@@ -40,11 +40,7 @@ pub fn router(ward: Arc<Ward>) -> axum::Router {
 
 /// Opens the store and bootstraps the service state for `config`, given the
 /// address the server is bound to (for the default URLs).
-pub async fn open(
-    config: &ServerConfig,
-    bound: SocketAddr,
-    clock: Arc<dyn Clock>,
-) -> anyhow::Result<Arc<Ward>> {
+pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock>) -> anyhow::Result<Arc<Ward>> {
     let store = ward_store::open(&config.database_url())
         .await
         .context("opening the database")?;
@@ -53,6 +49,11 @@ pub async fn open(
         .await
         .context("bootstrapping")?;
     ward.allow_org_creation = config.allow_org_creation;
+    let policy = ward_auth::upstream::FetchPolicy {
+        allow_loopback_http: config.dev,
+        allow_insecure: config.allow_insecure_issuers,
+    };
+    ward.upstream = ward_auth::upstream::Upstream::new(policy, ward.clock.clone());
     Ok(Arc::new(ward))
 }
 
@@ -61,8 +62,7 @@ fn write_admin_token(config: &ServerConfig, token: &str) -> anyhow::Result<std::
     use std::io::Write as _;
     #[cfg(unix)]
     use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::create_dir_all(&config.data_dir)
-        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
     let path = config.data_dir.join("admin.token");
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);
@@ -116,6 +116,19 @@ pub async fn start(
     tracing::info!(path = %path.display(), "wrote the server admin token");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let app = router(ward.clone());
+    let refresher = {
+        let ward = ward.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(ward_auth::KEY_REFRESH_PERIOD);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                if let Err(e) = ward.tokens.refresh().await {
+                    tracing::warn!(error = %e, "could not refresh signing keys");
+                }
+            }
+        })
+    };
     let task = tokio::spawn(async move {
         let stop = async move {
             tokio::select! {
@@ -123,9 +136,9 @@ pub async fn start(
                 _ = rx => {}
             }
         };
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stop)
-            .await
+        let served = axum::serve(listener, app).with_graceful_shutdown(stop).await;
+        refresher.abort();
+        served
     });
     Ok(Running {
         addr,
@@ -149,6 +162,16 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     running.wait().await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `ward admin rotate-key`: adds a signing key (servers sign with it from
+/// their next refresh, within a minute) and retires keys whose tokens have all
+/// expired. Returns the new key id.
+pub async fn rotate_key(config: &ServerConfig) -> anyhow::Result<String> {
+    let store = ward_store::open(&config.database_url())
+        .await
+        .context("opening the database")?;
+    Ok(ward_auth::rotate_key(store.as_ref(), SystemClock.now_millis()).await?)
 }
 
 /// `ward admin token`: a fresh admin token straight from the database.
@@ -184,9 +207,6 @@ mod tests {
     #[test]
     fn issuer_paths() {
         assert_eq!(super::issuer_path("http://127.0.0.1:8080"), "");
-        assert_eq!(
-            super::issuer_path("https://auth.example.com/ward/"),
-            "/ward"
-        );
+        assert_eq!(super::issuer_path("https://auth.example.com/ward/"), "/ward");
     }
 }

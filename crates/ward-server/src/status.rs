@@ -70,17 +70,12 @@ impl From<Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         log_internal(&self.error);
-        let status = http::StatusCode::from_u16(
-            self.http_status
-                .unwrap_or_else(|| self.error.code().http_status()),
-        )
-        .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+        let status = http::StatusCode::from_u16(self.http_status.unwrap_or_else(|| self.error.code().http_status()))
+            .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
         let mut resp = (status, axum::Json(json_body(&self.error, self.domain))).into_response();
         if self.error.code() == Code::Unauthenticated {
-            resp.headers_mut().insert(
-                http::header::WWW_AUTHENTICATE,
-                http::HeaderValue::from_static("Bearer"),
-            );
+            resp.headers_mut()
+                .insert(http::header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
         }
         resp
     }
@@ -90,8 +85,7 @@ impl IntoResponse for ApiError {
 pub fn grpc_status(e: Error, domain: &str) -> tonic::Status {
     log_internal(&e);
     let code = tonic::Code::from_i32(e.code() as i32);
-    let mut d =
-        ErrorDetails::with_error_info(e.code().name(), domain, std::collections::HashMap::new());
+    let mut d = ErrorDetails::with_error_info(e.code().name(), domain, std::collections::HashMap::new());
     match &e {
         Error::InvalidArgument(v) => {
             for f in v {
@@ -100,21 +94,10 @@ pub fn grpc_status(e: Error, domain: &str) -> tonic::Status {
         }
         Error::FailedPrecondition(v) => {
             for p in v {
-                d.add_precondition_failure_violation(
-                    p.kind.clone(),
-                    p.subject.clone(),
-                    p.description.clone(),
-                );
+                d.add_precondition_failure_violation(p.kind.clone(), p.subject.clone(), p.description.clone());
             }
         }
-        Error::NotFound {
-            resource_type,
-            name,
-        }
-        | Error::AlreadyExists {
-            resource_type,
-            name,
-        } => {
+        Error::NotFound { resource_type, name } | Error::AlreadyExists { resource_type, name } => {
             d.set_resource_info(*resource_type, name.clone(), "", e.message());
         }
         _ => {}

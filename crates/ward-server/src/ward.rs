@@ -27,6 +27,8 @@ pub struct Ward {
     pub admin: Uidp,
     /// Whether identities other than the admin may create organizations.
     pub allow_org_creation: bool,
+    /// Upstream OIDC issuers' keys, for the token exchange.
+    pub upstream: ward_auth::upstream::Upstream,
     /// Grants per identity, for at most `authz::GRANTS_TTL`.
     pub(crate) grants_cache: moka::sync::Cache<String, Arc<crate::authz::Grants>>,
 }
@@ -74,10 +76,11 @@ impl Ward {
         Ok(Self {
             store,
             tokens,
-            clock,
+            clock: clock.clone(),
             page_tokens: PageTokens::new(page_key),
             admin,
             allow_org_creation: false,
+            upstream: ward_auth::upstream::Upstream::new(Default::default(), clock.clone()),
             grants_cache,
         })
     }

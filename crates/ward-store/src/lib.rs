@@ -159,25 +159,17 @@ pub trait Store: Send + Sync + 'static {
 
     async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>>;
     async fn insert_signing_key(&self, key: &SigningKeyRecord) -> Result<()>;
+    async fn delete_signing_key(&self, kid: &str) -> Result<()>;
 
     /// Inserts a group, and with it `owner` (the creator's binding) in the same
     /// transaction. NOT_FOUND if its parent does not exist.
-    async fn create_group(
-        &self,
-        group: &GroupRecord,
-        owner: Option<&RoleBindingRecord>,
-    ) -> Result<()>;
+    async fn create_group(&self, group: &GroupRecord, owner: Option<&RoleBindingRecord>) -> Result<()>;
     async fn get_group(&self, uid: &Uidp) -> Result<Option<GroupRecord>>;
     /// Sets the given fields and `update_time` in one statement (so concurrent
     /// updates of different fields never undo each other) and returns the result.
     /// `update_time` always moves forward (by 1 ms if the clock has not). NOT_FOUND
     /// if the group is gone.
-    async fn update_group(
-        &self,
-        uid: &Uidp,
-        patch: &GroupPatch,
-        now_ms: i64,
-    ) -> Result<GroupRecord>;
+    async fn update_group(&self, uid: &Uidp, patch: &GroupPatch, now_ms: i64) -> Result<GroupRecord>;
     /// Deletes a group. NOT_FOUND if absent; FAILED_PRECONDITION
     /// (RESOURCE_NOT_EMPTY, naming what is in the way) while it has children of
     /// any kind.
@@ -187,15 +179,15 @@ pub trait Store: Send + Sync + 'static {
     /// NOT_FOUND if the parent group does not exist.
     async fn create_identity(&self, identity: &IdentityRecord) -> Result<()>;
     async fn get_identity(&self, uid: &Uidp) -> Result<Option<IdentityRecord>>;
-    async fn update_identity(
-        &self,
-        uid: &Uidp,
-        patch: &IdentityPatch,
-        now_ms: i64,
-    ) -> Result<IdentityRecord>;
+    async fn update_identity(&self, uid: &Uidp, patch: &IdentityPatch, now_ms: i64) -> Result<IdentityRecord>;
     /// FAILED_PRECONDITION while role bindings name the identity.
     async fn delete_identity(&self, uid: &Uidp) -> Result<()>;
     async fn list_identities(&self, query: &ListQuery) -> Result<Page<IdentityRecord>>;
+    /// Identities whose exact issuer and subject are these (token exchange
+    /// without an explicit identity).
+    async fn find_identities(&self, issuer: &str, subject: &str) -> Result<Vec<IdentityRecord>>;
+    /// Records a token exchange (`last_seen_time`).
+    async fn touch_identity(&self, uid: &Uidp, now_ms: i64) -> Result<()>;
 
     /// Inserts or refreshes the built-in roles (idempotent; every start).
     async fn upsert_builtin_roles(&self, roles: &[RoleRecord]) -> Result<()>;
@@ -211,12 +203,7 @@ pub trait Store: Send + Sync + 'static {
     async fn create_binding(&self, binding: &RoleBindingRecord) -> Result<()>;
     async fn get_binding(&self, uid: &Uidp) -> Result<Option<HydratedBinding>>;
     /// Points the binding at another role. NOT_FOUND if the binding or role is gone.
-    async fn update_binding(
-        &self,
-        uid: &Uidp,
-        role_uid: &str,
-        now_ms: i64,
-    ) -> Result<HydratedBinding>;
+    async fn update_binding(&self, uid: &Uidp, role_uid: &str, now_ms: i64) -> Result<HydratedBinding>;
     /// Whether a binding was deleted (deleting a missing one is not an error).
     async fn delete_binding(&self, uid: &Uidp) -> Result<bool>;
     async fn list_bindings(&self, query: &ListQuery) -> Result<Page<HydratedBinding>>;
@@ -232,9 +219,7 @@ pub async fn open(database: &str) -> Result<Arc<dyn Store>> {
         Ok(Arc::new(postgres::PostgresStore::connect(database).await?))
     } else {
         let path = database.strip_prefix("sqlite://").unwrap_or(database);
-        Ok(Arc::new(
-            sqlite::SqliteStore::open(std::path::Path::new(path)).await?,
-        ))
+        Ok(Arc::new(sqlite::SqliteStore::open(std::path::Path::new(path)).await?))
     }
 }
 
@@ -258,10 +243,7 @@ macro_rules! listed {
             fn uid(&self) -> &str {
                 &self.uid
             }
-            fn sort_key(
-                &self,
-                field: ward_core::listing::SortField,
-            ) -> ward_core::listing::CursorKey {
+            fn sort_key(&self, field: ward_core::listing::SortField) -> ward_core::listing::CursorKey {
                 use ward_core::listing::{CursorKey, SortField};
                 match field {
                     SortField::Uid => CursorKey::Text(self.uid.clone()),

@@ -16,9 +16,9 @@ use ward_core::{Error, Result};
 
 use crate::sql::{self, BINDING_COLUMNS, Dialect, GROUP_COLUMNS, IDENTITY_COLUMNS, ROLE_COLUMNS};
 use crate::{
-    GROUP_TYPE, GroupPatch, GroupRecord, HydratedBinding, IDENTITY_TYPE, IdentityPatch,
-    IdentityRecord, Listed, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord, RolePatch, RoleRecord,
-    SigningKeyRecord, Store, db_err, group_not_empty, page_of, still_bound,
+    GROUP_TYPE, GroupPatch, GroupRecord, HydratedBinding, IDENTITY_TYPE, IdentityPatch, IdentityRecord, Listed,
+    ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord, RolePatch, RoleRecord, SigningKeyRecord, Store, db_err,
+    group_not_empty, page_of, still_bound,
 };
 
 pub struct PostgresStore {
@@ -47,12 +47,11 @@ type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
 
 /// Locks the row `uid` of `table` (`FOR SHARE` or `FOR UPDATE`); false if absent.
 async fn lock(tx: &mut PgConnection, table: &str, uid: &str, mode: &str) -> Result<bool> {
-    let found: Option<(i32,)> =
-        sqlx::query_as(&format!("SELECT 1 FROM {table} WHERE uid = $1 {mode}"))
-            .bind(uid)
-            .fetch_optional(tx)
-            .await
-            .map_err(|e| db_err("lock row", e))?;
+    let found: Option<(i32,)> = sqlx::query_as(&format!("SELECT 1 FROM {table} WHERE uid = $1 {mode}"))
+        .bind(uid)
+        .fetch_optional(tx)
+        .await
+        .map_err(|e| db_err("lock row", e))?;
     Ok(found.is_some())
 }
 
@@ -131,10 +130,7 @@ impl PostgresStore {
         {
             return Err(Error::not_found(GROUP_TYPE, p));
         }
-        insert
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| db_err("insert", e))?;
+        insert.execute(&mut *tx).await.map_err(|e| db_err("insert", e))?;
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
@@ -175,14 +171,12 @@ impl Store for PostgresStore {
     }
 
     async fn setting_or_init(&self, name: &str, init: Vec<u8>) -> Result<Vec<u8>> {
-        sqlx::query(
-            "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(name)
-        .bind(init)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| db_err("init setting", e))?;
+        sqlx::query("INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING")
+            .bind(name)
+            .bind(init)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| db_err("init setting", e))?;
         let (v,): (Vec<u8>,) = sqlx::query_as("SELECT value FROM settings WHERE name = $1")
             .bind(name)
             .fetch_one(&self.pool)
@@ -212,6 +206,36 @@ impl Store for PostgresStore {
         .execute(&self.pool)
         .await
         .map_err(|e| db_err("insert signing key", e))?;
+        Ok(())
+    }
+
+    async fn delete_signing_key(&self, kid: &str) -> Result<()> {
+        sqlx::query("DELETE FROM signing_keys WHERE kid = $1")
+            .bind(kid)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| db_err("delete signing key", e))?;
+        Ok(())
+    }
+
+    async fn find_identities(&self, issuer: &str, subject: &str) -> Result<Vec<IdentityRecord>> {
+        sqlx::query_as(&format!(
+            "SELECT {IDENTITY_COLUMNS} FROM identities WHERE issuer = $1 AND subject = $2 ORDER BY uid LIMIT 10"
+        ))
+        .bind(issuer)
+        .bind(subject)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("find identities", e))
+    }
+
+    async fn touch_identity(&self, uid: &Uidp, now_ms: i64) -> Result<()> {
+        sqlx::query("UPDATE identities SET last_seen_time = $1 WHERE uid = $2")
+            .bind(now_ms)
+            .bind(uid.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| db_err("touch identity", e))?;
         Ok(())
     }
 
@@ -246,12 +270,7 @@ impl Store for PostgresStore {
         self.get_one("groups", GROUP_COLUMNS, uid).await
     }
 
-    async fn update_group(
-        &self,
-        uid: &Uidp,
-        patch: &GroupPatch,
-        now_ms: i64,
-    ) -> Result<GroupRecord> {
+    async fn update_group(&self, uid: &Uidp, patch: &GroupPatch, now_ms: i64) -> Result<GroupRecord> {
         let row: Option<GroupRecord> = sqlx::query_as(&format!(
             "UPDATE groups SET name = COALESCE($1, name), description = COALESCE($2, description), \
              update_time = CASE WHEN $3 > update_time THEN $3 ELSE update_time + 1 END \
@@ -279,13 +298,11 @@ impl Store for PostgresStore {
             ("roles", "roles"),
             ("role_bindings", "role bindings"),
         ] {
-            let any: Option<(i32,)> = sqlx::query_as(&format!(
-                "SELECT 1 FROM {table} WHERE parent_uid = $1 LIMIT 1"
-            ))
-            .bind(uid.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| db_err("find children", e))?;
+            let any: Option<(i32,)> = sqlx::query_as(&format!("SELECT 1 FROM {table} WHERE parent_uid = $1 LIMIT 1"))
+                .bind(uid.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| db_err("find children", e))?;
             if any.is_some() {
                 kinds.push(kind);
             }
@@ -322,20 +339,14 @@ impl Store for PostgresStore {
             .bind(i.last_seen_time)
             .bind(i.create_time)
             .bind(i.update_time);
-        self.insert_under_group(i.parent_uid.as_deref(), insert)
-            .await
+        self.insert_under_group(i.parent_uid.as_deref(), insert).await
     }
 
     async fn get_identity(&self, uid: &Uidp) -> Result<Option<IdentityRecord>> {
         self.get_one("identities", IDENTITY_COLUMNS, uid).await
     }
 
-    async fn update_identity(
-        &self,
-        uid: &Uidp,
-        p: &IdentityPatch,
-        now_ms: i64,
-    ) -> Result<IdentityRecord> {
+    async fn update_identity(&self, uid: &Uidp, p: &IdentityPatch, now_ms: i64) -> Result<IdentityRecord> {
         let (rt, rel, iss, sub) = match &p.relationship {
             Some((t, r, i, s)) => (Some(*t), Some(r.clone()), Some(i.clone()), Some(s.clone())),
             None => (None, None, None, None),
@@ -403,8 +414,7 @@ impl Store for PostgresStore {
             .bind(&r.capabilities)
             .bind(r.create_time)
             .bind(r.update_time);
-        self.insert_under_group(r.parent_uid.as_deref(), insert)
-            .await
+        self.insert_under_group(r.parent_uid.as_deref(), insert).await
     }
 
     async fn get_role(&self, uid: &Uidp) -> Result<Option<RoleRecord>> {
@@ -454,16 +464,10 @@ impl Store for PostgresStore {
     }
 
     async fn get_binding(&self, uid: &Uidp) -> Result<Option<HydratedBinding>> {
-        self.get_one("role_bindings_hydrated", BINDING_COLUMNS, uid)
-            .await
+        self.get_one("role_bindings_hydrated", BINDING_COLUMNS, uid).await
     }
 
-    async fn update_binding(
-        &self,
-        uid: &Uidp,
-        role_uid: &str,
-        now_ms: i64,
-    ) -> Result<HydratedBinding> {
+    async fn update_binding(&self, uid: &Uidp, role_uid: &str, now_ms: i64) -> Result<HydratedBinding> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "roles", role_uid, "FOR SHARE").await? {
             return Err(Error::not_found(ROLE_TYPE, role_uid));
@@ -502,8 +506,7 @@ impl Store for PostgresStore {
     }
 
     async fn list_bindings(&self, q: &ListQuery) -> Result<Page<HydratedBinding>> {
-        self.list("role_bindings_hydrated", BINDING_COLUMNS, q)
-            .await
+        self.list("role_bindings_hydrated", BINDING_COLUMNS, q).await
     }
 
     async fn grants(&self, identity_uid: &str) -> Result<Vec<(String, String)>> {

@@ -43,12 +43,10 @@ impl Builder {
     }
 }
 
-pub const GROUP_COLUMNS: &str =
-    "uid, parent_uid, name, description, verified, create_time, update_time";
+pub const GROUP_COLUMNS: &str = "uid, parent_uid, name, description, verified, create_time, update_time";
 pub const IDENTITY_COLUMNS: &str = "uid, parent_uid, name, description, company, relationship_type, relationship, \
                                     issuer, subject, last_seen_time, create_time, update_time";
-pub const ROLE_COLUMNS: &str =
-    "uid, parent_uid, name, description, capabilities, create_time, update_time";
+pub const ROLE_COLUMNS: &str = "uid, parent_uid, name, description, capabilities, create_time, update_time";
 pub const BINDING_COLUMNS: &str = "uid, parent_uid, identity_uid, role_uid, create_time, update_time, name, \
                                    identity_name, identity_description, identity_subject, identity_issuer, \
                                    group_name, group_description, role_description";
@@ -149,11 +147,7 @@ pub fn page(dialect: Dialect, table: &str, columns: &str, q: &ListQuery) -> Buil
     };
     let mut w = filters(&mut b, q);
     let col = sort_column(q.order.field);
-    let (cmp, dir) = if q.order.desc {
-        ("<", "DESC")
-    } else {
-        (">", "ASC")
-    };
+    let (cmp, dir) = if q.order.desc { ("<", "DESC") } else { (">", "ASC") };
     if let Some(c) = &q.after {
         let key = match &c.key {
             CursorKey::Text(s) => Bind::Text(s.clone()),

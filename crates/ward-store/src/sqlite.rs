@@ -24,20 +24,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deadpool_sqlite::{Config, Hook, HookError, Pool, Runtime};
 use rusqlite::types::Value;
-use rusqlite::{
-    Connection, OpenFlags, OptionalExtension, TransactionBehavior, params, params_from_iter,
-};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params, params_from_iter};
 use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
-use crate::sql::{
-    self, BINDING_COLUMNS, Bind, Dialect, GROUP_COLUMNS, IDENTITY_COLUMNS, ROLE_COLUMNS,
-};
+use crate::sql::{self, BINDING_COLUMNS, Bind, Dialect, GROUP_COLUMNS, IDENTITY_COLUMNS, ROLE_COLUMNS};
 use crate::{
-    GROUP_TYPE, GroupPatch, GroupRecord, HydratedBinding, IDENTITY_TYPE, IdentityPatch,
-    IdentityRecord, Listed, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord, RolePatch, RoleRecord,
-    SigningKeyRecord, Store, group_not_empty, page_of, still_bound,
+    GROUP_TYPE, GroupPatch, GroupRecord, HydratedBinding, IDENTITY_TYPE, IdentityPatch, IdentityRecord, Listed,
+    ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord, RolePatch, RoleRecord, SigningKeyRecord, Store, group_not_empty,
+    page_of, still_bound,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many
@@ -142,12 +138,10 @@ fn binding_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HydratedBinding> 
 
 /// Whether `table` has a row with this uid (inside a transaction).
 fn exists(c: &Connection, table: &str, uid: &str) -> rusqlite::Result<bool> {
-    Ok(
-        c.prepare_cached(&format!("SELECT 1 FROM {table} WHERE uid = ?1"))?
-            .query_row([uid], |_| Ok(()))
-            .optional()?
-            .is_some(),
-    )
+    Ok(c.prepare_cached(&format!("SELECT 1 FROM {table} WHERE uid = ?1"))?
+        .query_row([uid], |_| Ok(()))
+        .optional()?
+        .is_some())
 }
 
 /// Uids of the role bindings whose `column` is `uid`.
@@ -163,7 +157,14 @@ fn insert_binding(c: &Connection, b: &RoleBindingRecord) -> rusqlite::Result<usi
     c.execute(
         "INSERT INTO role_bindings (uid, parent_uid, identity_uid, role_uid, create_time, update_time) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![b.uid, b.parent_uid, b.identity_uid, b.role_uid, b.create_time, b.update_time],
+        params![
+            b.uid,
+            b.parent_uid,
+            b.identity_uid,
+            b.role_uid,
+            b.create_time,
+            b.update_time
+        ],
     )
 }
 
@@ -198,12 +199,8 @@ struct Readers {
 
 impl Readers {
     fn open(path: &Path) -> Result<Self> {
-        let n = std::thread::available_parallelism()
-            .map_or(4, |n| n.get() * 2)
-            .max(4);
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
+        let n = std::thread::available_parallelism().map_or(4, |n| n.get() * 2).max(4);
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
         let conns = (0..n)
             .map(|_| {
                 let c = Connection::open_with_flags(path, flags)?;
@@ -246,8 +243,7 @@ impl SqliteStore {
     /// Opens (creating if needed) the database file and runs migrations.
     pub async fn open(path: &Path) -> Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| err(&format!("create {}", dir.display()), e))?;
+            std::fs::create_dir_all(dir).map_err(|e| err(&format!("create {}", dir.display()), e))?;
         }
         let writer = pool(path, 1)?;
         // Creates the file (and the WAL) before the read-only connections open it.
@@ -354,9 +350,7 @@ async fn run<T: Send + 'static>(
     f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
 ) -> Result<T> {
     let conn = pool.get().await.map_err(|e| match e {
-        deadpool_sqlite::PoolError::Timeout(_) => {
-            Error::Unavailable("the database is busy; retry".into())
-        }
+        deadpool_sqlite::PoolError::Timeout(_) => Error::Unavailable("the database is busy; retry".into()),
         e => err(context, e),
     })?;
     conn.interact(f)
@@ -368,8 +362,7 @@ async fn run<T: Send + 'static>(
 #[async_trait]
 impl Store for SqliteStore {
     async fn ping(&self) -> Result<()> {
-        self.read("ping", |c| c.query_row("SELECT 1", [], |_| Ok(())))
-            .await
+        self.read("ping", |c| c.query_row("SELECT 1", [], |_| Ok(()))).await
     }
 
     async fn setting_or_init(&self, name: &str, init: Vec<u8>) -> Result<Vec<u8>> {
@@ -379,9 +372,7 @@ impl Store for SqliteStore {
                 "INSERT INTO settings (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
                 params![name, init],
             )?;
-            c.query_row("SELECT value FROM settings WHERE name = ?1", [&name], |r| {
-                r.get(0)
-            })
+            c.query_row("SELECT value FROM settings WHERE name = ?1", [&name], |r| r.get(0))
         })
         .await
     }
@@ -417,6 +408,38 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn delete_signing_key(&self, kid: &str) -> Result<()> {
+        let kid = kid.to_owned();
+        self.write("delete signing key", move |c| {
+            c.execute("DELETE FROM signing_keys WHERE kid = ?1", [kid]).map(drop)
+        })
+        .await
+    }
+
+    async fn find_identities(&self, issuer: &str, subject: &str) -> Result<Vec<IdentityRecord>> {
+        let (iss, sub) = (issuer.to_owned(), subject.to_owned());
+        self.read("find identities", move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {IDENTITY_COLUMNS} FROM identities WHERE issuer = ?1 AND subject = ?2 ORDER BY uid LIMIT 10"
+            ))?
+            .query_map([iss, sub], identity_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn touch_identity(&self, uid: &Uidp, now_ms: i64) -> Result<()> {
+        let uid = uid.as_str().to_owned();
+        self.write("touch identity", move |c| {
+            c.execute(
+                "UPDATE identities SET last_seen_time = ?1 WHERE uid = ?2",
+                params![now_ms, uid],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
     async fn create_group(&self, g: &GroupRecord, owner: Option<&RoleBindingRecord>) -> Result<()> {
         let (g, owner) = (g.clone(), owner.cloned());
         self.write("create group", move |c| {
@@ -429,7 +452,15 @@ impl Store for SqliteStore {
             tx.execute(
                 "INSERT INTO groups (uid, parent_uid, name, description, verified, create_time, update_time) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![g.uid, g.parent_uid, g.name, g.description, g.verified, g.create_time, g.update_time],
+                params![
+                    g.uid,
+                    g.parent_uid,
+                    g.name,
+                    g.description,
+                    g.verified,
+                    g.create_time,
+                    g.update_time
+                ],
             )?;
             if let Some(b) = &owner {
                 insert_binding(&tx, b)?;
@@ -445,12 +476,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn update_group(
-        &self,
-        uid: &Uidp,
-        patch: &GroupPatch,
-        now_ms: i64,
-    ) -> Result<GroupRecord> {
+    async fn update_group(&self, uid: &Uidp, patch: &GroupPatch, now_ms: i64) -> Result<GroupRecord> {
         let (key, patch) = (uid.as_str().to_owned(), patch.clone());
         let row = self
             .write("update group", move |c| {
@@ -481,9 +507,7 @@ impl Store for SqliteStore {
                 ("role_bindings", "role bindings"),
             ] {
                 let any = tx
-                    .prepare_cached(&format!(
-                        "SELECT 1 FROM {table} WHERE parent_uid = ?1 LIMIT 1"
-                    ))?
+                    .prepare_cached(&format!("SELECT 1 FROM {table} WHERE parent_uid = ?1 LIMIT 1"))?
                     .query_row([u.as_str()], |_| Ok(()))
                     .optional()?;
                 if any.is_some() {
@@ -528,22 +552,11 @@ impl Store for SqliteStore {
     }
 
     async fn get_identity(&self, uid: &Uidp) -> Result<Option<IdentityRecord>> {
-        self.get_one(
-            "get identity",
-            "identities",
-            IDENTITY_COLUMNS,
-            uid,
-            identity_from_row,
-        )
-        .await
+        self.get_one("get identity", "identities", IDENTITY_COLUMNS, uid, identity_from_row)
+            .await
     }
 
-    async fn update_identity(
-        &self,
-        uid: &Uidp,
-        p: &IdentityPatch,
-        now_ms: i64,
-    ) -> Result<IdentityRecord> {
+    async fn update_identity(&self, uid: &Uidp, p: &IdentityPatch, now_ms: i64) -> Result<IdentityRecord> {
         let (key, p) = (uid.as_str().to_owned(), p.clone());
         let (rt, rel, iss, sub) = match p.relationship {
             Some((t, r, i, s)) => (Some(t), Some(r), Some(i), Some(s)),
@@ -559,7 +572,10 @@ impl Store for SqliteStore {
                      update_time = CASE WHEN ?8 > update_time THEN ?8 ELSE update_time + 1 END \
                      WHERE uid = ?9 RETURNING {IDENTITY_COLUMNS}"
                 ))?
-                .query_row(params![p.name, p.description, p.company, rt, rel, iss, sub, now_ms, key], identity_from_row)
+                .query_row(
+                    params![p.name, p.description, p.company, rt, rel, iss, sub, now_ms, key],
+                    identity_from_row,
+                )
                 .optional()
             })
             .await?;
@@ -585,14 +601,8 @@ impl Store for SqliteStore {
     }
 
     async fn list_identities(&self, q: &ListQuery) -> Result<Page<IdentityRecord>> {
-        self.list(
-            "list identities",
-            "identities",
-            IDENTITY_COLUMNS,
-            q,
-            identity_from_row,
-        )
-        .await
+        self.list("list identities", "identities", IDENTITY_COLUMNS, q, identity_from_row)
+            .await
     }
 
     async fn upsert_builtin_roles(&self, roles: &[RoleRecord]) -> Result<()> {
@@ -657,7 +667,10 @@ impl Store for SqliteStore {
                      update_time = CASE WHEN ?4 > update_time THEN ?4 ELSE update_time + 1 END \
                      WHERE uid = ?5 RETURNING {ROLE_COLUMNS}"
                 ))?
-                .query_row(params![p.name, p.description, p.capabilities, now_ms, key], role_from_row)
+                .query_row(
+                    params![p.name, p.description, p.capabilities, now_ms, key],
+                    role_from_row,
+                )
                 .optional()
             })
             .await?;
@@ -683,8 +696,7 @@ impl Store for SqliteStore {
     }
 
     async fn list_roles(&self, q: &ListQuery) -> Result<Page<RoleRecord>> {
-        self.list("list roles", "roles", ROLE_COLUMNS, q, role_from_row)
-            .await
+        self.list("list roles", "roles", ROLE_COLUMNS, q, role_from_row).await
     }
 
     async fn create_binding(&self, b: &RoleBindingRecord) -> Result<()> {
@@ -718,12 +730,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn update_binding(
-        &self,
-        uid: &Uidp,
-        role_uid: &str,
-        now_ms: i64,
-    ) -> Result<HydratedBinding> {
+    async fn update_binding(&self, uid: &Uidp, role_uid: &str, now_ms: i64) -> Result<HydratedBinding> {
         let (u, role) = (uid.clone(), role_uid.to_owned());
         self.write("update role binding", move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -739,7 +746,9 @@ impl Store for SqliteStore {
                 return Ok(Err(Error::not_found(ROLE_BINDING_TYPE, u.as_str())));
             }
             let row = tx
-                .prepare_cached(&format!("SELECT {BINDING_COLUMNS} FROM role_bindings_hydrated WHERE uid = ?1"))?
+                .prepare_cached(&format!(
+                    "SELECT {BINDING_COLUMNS} FROM role_bindings_hydrated WHERE uid = ?1"
+                ))?
                 .query_row([u.as_str()], binding_from_row)?;
             tx.commit()?;
             Ok(Ok(row))

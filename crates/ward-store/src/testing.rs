@@ -72,9 +72,7 @@ pub fn sqlite() -> TestDatabase {
 
 /// A fresh schema in the test PostgreSQL server, if one is configured.
 pub async fn postgres() -> Option<TestDatabase> {
-    let admin_url = std::env::var("WARD_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty())?;
+    let admin_url = std::env::var("WARD_TEST_POSTGRES_URL").ok().filter(|s| !s.is_empty())?;
     let schema = format!("ward_test_{}", random_suffix());
     let pool = sqlx::PgPool::connect(&admin_url)
         .await

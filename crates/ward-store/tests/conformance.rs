@@ -121,12 +121,7 @@ impl Backend {
 
     /// The sorted names of every match of `query`.
     async fn names(&self, query: ListQuery) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .list_all(&query, 50)
-            .await
-            .into_iter()
-            .map(|g| g.name)
-            .collect();
+        let mut v: Vec<String> = self.list_all(&query, 50).await.into_iter().map(|g| g.name).collect();
         v.sort();
         v
     }
@@ -190,10 +185,7 @@ fn names(groups: &[&GroupRecord]) -> Vec<String> {
 }
 
 /// `groups` in the store's order: by (key, uid), reversed for descending.
-fn ordered<'a>(
-    groups: impl IntoIterator<Item = &'a GroupRecord>,
-    order: OrderBy,
-) -> Vec<GroupRecord> {
+fn ordered<'a>(groups: impl IntoIterator<Item = &'a GroupRecord>, order: OrderBy) -> Vec<GroupRecord> {
     let mut v: Vec<GroupRecord> = groups.into_iter().cloned().collect();
     v.sort_by(|a, b| {
         let key = match order.field {
@@ -270,22 +262,10 @@ async fn create_get_round_trip() {
         b.create(&parent).await;
         b.create(&kid).await;
         assert_eq!(parent.parent_uid, None, "{name}: a root has no parent");
-        assert_eq!(
-            b.get(&parent).await.as_ref(),
-            Some(&parent),
-            "{name}: root round-trip"
-        );
-        assert_eq!(
-            b.get(&kid).await.as_ref(),
-            Some(&kid),
-            "{name}: child round-trip"
-        );
+        assert_eq!(b.get(&parent).await.as_ref(), Some(&parent), "{name}: root round-trip");
+        assert_eq!(b.get(&kid).await.as_ref(), Some(&kid), "{name}: child round-trip");
         assert_eq!(b.get(&root("missing")).await, None, "{name}: missing root");
-        assert_eq!(
-            b.get(&child(&parent, "missing")).await,
-            None,
-            "{name}: missing child"
-        );
+        assert_eq!(b.get(&child(&parent, "missing")).await, None, "{name}: missing child");
     }
 }
 
@@ -298,12 +278,7 @@ async fn create_under_missing_parent_is_not_found() {
             "create under a missing parent",
             b.store.create_group(&orphan, None).await,
         );
-        assert_eq!(
-            b.get(&orphan).await,
-            None,
-            "{}: the orphan must not be stored",
-            b.name
-        );
+        assert_eq!(b.get(&orphan).await, None, "{}: the orphan must not be stored", b.name);
     }
 }
 
@@ -406,9 +381,7 @@ async fn delete_requires_existing_and_empty() {
                     "{name}: {v:?}"
                 )
             }
-            other => panic!(
-                "{name}: delete a group with a child: expected FailedPrecondition, got {other:?}"
-            ),
+            other => panic!("{name}: delete a group with a child: expected FailedPrecondition, got {other:?}"),
         }
         assert_eq!(
             b.get(&parent).await.as_ref(),
@@ -426,11 +399,7 @@ async fn delete_requires_existing_and_empty() {
             .await
             .unwrap_or_else(|e| panic!("{name}: delete emptied parent: {e:?}"));
         assert_eq!(b.get(&parent).await, None, "{name}: parent gone");
-        assert_not_found(
-            name,
-            "delete twice",
-            b.store.delete_group(&parent_uid).await,
-        );
+        assert_not_found(name, "delete twice", b.store.delete_group(&parent_uid).await);
     }
 }
 
@@ -459,11 +428,7 @@ async fn list_filters() {
         let id = |g: &GroupRecord| uidp(&g.uid);
 
         let cases: Vec<(&str, ListQuery, Vec<&GroupRecord>)> = vec![
-            (
-                "everything",
-                query(UidpFilter::default()),
-                all.iter().collect(),
-            ),
+            ("everything", query(UidpFilter::default()), all.iter().collect()),
             (
                 "descendants_of A",
                 query(UidpFilter {
@@ -724,12 +689,7 @@ async fn ordering_and_keyset_pagination() {
                 expected[3..7],
                 "{name}: {order:?}: skip 3 from the start"
             );
-            let beyond = b
-                .page(&ListQuery {
-                    skip: 100,
-                    ..q.clone()
-                })
-                .await;
+            let beyond = b.page(&ListQuery { skip: 100, ..q.clone() }).await;
             assert!(
                 beyond.items.is_empty() && beyond.next.is_none(),
                 "{name}: {order:?}: skip past the end"
@@ -800,10 +760,7 @@ impl FilterSpec {
             page_size: self.page_size,
             skip: 0,
             after: None,
-            visible: self
-                .visible
-                .as_ref()
-                .map(|v| v.iter().map(resolve).collect()),
+            visible: self.visible.as_ref().map(|v| v.iter().map(resolve).collect()),
         }
     }
 }
@@ -865,10 +822,7 @@ prop_compose! {
     }
 }
 
-async fn check_filters(
-    nodes: Vec<NodeSpec>,
-    filters: Vec<FilterSpec>,
-) -> Result<(), TestCaseError> {
+async fn check_filters(nodes: Vec<NodeSpec>, filters: Vec<FilterSpec>) -> Result<(), TestCaseError> {
     let groups = build_tree(&nodes);
     for b in backends().await {
         b.create_all(&groups).await;
@@ -897,9 +851,7 @@ fn filtered_listing_matches_brute_force() {
         prop::collection::vec(filter_spec(), 1..8),
     );
     runner
-        .run(&strategy, |(nodes, filters)| {
-            rt.block_on(check_filters(nodes, filters))
-        })
+        .run(&strategy, |(nodes, filters)| rt.block_on(check_filters(nodes, filters)))
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
@@ -920,11 +872,7 @@ async fn settings_and_signing_keys() {
                     .unwrap_or_else(|e| panic!("{name}: {n}: {e:?}"))
             }
         };
-        assert_eq!(
-            setting("token-key", b"first").await,
-            b"first",
-            "{name}: initial value"
-        );
+        assert_eq!(setting("token-key", b"first").await, b"first", "{name}: initial value");
         assert_eq!(
             setting("token-key", b"second").await,
             b"first",
@@ -951,11 +899,7 @@ async fn settings_and_signing_keys() {
                     .unwrap_or_else(|e| panic!("{name}: raced: {e:?}")),
             );
         }
-        assert_eq!(
-            seen.len(),
-            1,
-            "{name}: racing setting_or_init disagreed: {seen:?}"
-        );
+        assert_eq!(seen.len(), 1, "{name}: racing setting_or_init disagreed: {seen:?}");
 
         let keys: Vec<SigningKeyRecord> = ["k2", "k1"]
             .into_iter()
@@ -1073,9 +1017,7 @@ async fn total_count_follows_writes() {
 // ---------------------------------------------------------------------------
 
 use ward_core::listing::FilterValue;
-use ward_store::{
-    HydratedBinding, IdentityPatch, IdentityRecord, RoleBindingRecord, RolePatch, RoleRecord,
-};
+use ward_store::{HydratedBinding, IdentityPatch, IdentityRecord, RoleBindingRecord, RolePatch, RoleRecord};
 
 /// A claim-match identity under `group`.
 fn identity_record(group: &GroupRecord, name: &str) -> IdentityRecord {
@@ -1086,9 +1028,7 @@ fn identity_record(group: &GroupRecord, name: &str) -> IdentityRecord {
         description: format!("the {name} identity"),
         company: String::new(),
         relationship_type: 1,
-        relationship: format!(
-            r#"{{"issuer":"https://issuer.example.com","subject":"sub-{name}"}}"#
-        ),
+        relationship: format!(r#"{{"issuer":"https://issuer.example.com","subject":"sub-{name}"}}"#),
         issuer: "https://issuer.example.com".into(),
         subject: format!("sub-{name}"),
         last_seen_time: None,
@@ -1113,11 +1053,7 @@ fn role_record(group: Option<&GroupRecord>, name: &str, caps: &str) -> RoleRecor
     }
 }
 
-fn binding_record(
-    group: &GroupRecord,
-    identity: &IdentityRecord,
-    role: &RoleRecord,
-) -> RoleBindingRecord {
+fn binding_record(group: &GroupRecord, identity: &IdentityRecord, role: &RoleRecord) -> RoleBindingRecord {
     RoleBindingRecord {
         uid: uidp(&group.uid).new_child().into(),
         parent_uid: group.uid.clone(),
@@ -1177,8 +1113,7 @@ async fn identities_create_get_update_delete_list() {
         let org = root("org");
         let team = child(&org, "team");
         let other = root("other");
-        b.create_all(&[org.clone(), team.clone(), other.clone()])
-            .await;
+        b.create_all(&[org.clone(), team.clone(), other.clone()]).await;
 
         let a = IdentityRecord {
             company: "Acme, Inc.".into(),
@@ -1212,16 +1147,8 @@ async fn identities_create_get_update_delete_list() {
             "{name}: missing"
         );
         let orphan = identity_record(&child(&org, "never"), "orphan");
-        assert_not_found(
-            name,
-            "identity under a missing group",
-            s.create_identity(&orphan).await,
-        );
-        assert_eq!(
-            s.get_identity(&uidp(&orphan.uid)).await.unwrap(),
-            None,
-            "{name}"
-        );
+        assert_not_found(name, "identity under a missing group", s.create_identity(&orphan).await);
+        assert_eq!(s.get_identity(&uidp(&orphan.uid)).await.unwrap(), None, "{name}");
 
         // Update: only the given fields; update_time always moves forward.
         let au = uidp(&a.uid);
@@ -1271,11 +1198,7 @@ async fn identities_create_get_update_delete_list() {
             },
             "{name}: relationship replaced, time moved by 1 ms"
         );
-        assert_eq!(
-            s.get_identity(&au).await.unwrap().as_ref(),
-            Some(&got),
-            "{name}"
-        );
+        assert_eq!(s.get_identity(&au).await.unwrap().as_ref(), Some(&got), "{name}");
         assert_not_found(
             name,
             "update a missing identity",
@@ -1286,11 +1209,7 @@ async fn identities_create_get_update_delete_list() {
         // List.
         let list = |q: ListQuery| {
             let s = s.clone();
-            async move {
-                s.list_identities(&q)
-                    .await
-                    .unwrap_or_else(|e| panic!("{name}: {e:?}"))
-            }
+            async move { s.list_identities(&q).await.unwrap_or_else(|e| panic!("{name}: {e:?}")) }
         };
         let p = list(query(UidpFilter::default())).await;
         assert_eq!(p.total_count, 3, "{name}");
@@ -1307,11 +1226,7 @@ async fn identities_create_get_update_delete_list() {
             ..Default::default()
         }))
         .await;
-        assert_eq!(
-            uids_of(&p.items, |i| &i.uid),
-            [t.uid.as_str()],
-            "{name}: children"
-        );
+        assert_eq!(uids_of(&p.items, |i| &i.uid), [t.uid.as_str()], "{name}: children");
         let p = list(ListQuery {
             filters: vec![("relationship_type", FilterValue::Int(2))],
             ..query(UidpFilter::default())
@@ -1319,32 +1234,20 @@ async fn identities_create_get_update_delete_list() {
         .await;
         let mut want = vec![a.uid.clone(), t.uid.clone()];
         want.sort();
-        assert_eq!(
-            uids_of(&p.items, |i| &i.uid),
-            want,
-            "{name}: relationship_type=2"
-        );
+        assert_eq!(uids_of(&p.items, |i| &i.uid), want, "{name}: relationship_type=2");
         assert_eq!(p.total_count, 2, "{name}");
         let p = list(ListQuery {
             name: Some("alpha".into()),
             ..query(UidpFilter::default())
         })
         .await;
-        assert_eq!(
-            uids_of(&p.items, |i| &i.uid),
-            [o.uid.as_str()],
-            "{name}: name"
-        );
+        assert_eq!(uids_of(&p.items, |i| &i.uid), [o.uid.as_str()], "{name}: name");
         let p = list(ListQuery {
             visible: Some(vec![uidp(&team.uid)]),
             ..query(UidpFilter::default())
         })
         .await;
-        assert_eq!(
-            uids_of(&p.items, |i| &i.uid),
-            [t.uid.as_str()],
-            "{name}: visible"
-        );
+        assert_eq!(uids_of(&p.items, |i| &i.uid), [t.uid.as_str()], "{name}: visible");
         let p = list(ListQuery {
             order: OrderBy {
                 field: SortField::Name,
@@ -1370,11 +1273,7 @@ async fn identities_create_get_update_delete_list() {
             ..query(UidpFilter::default())
         })
         .await;
-        assert_eq!(
-            uids_of(&p2.items, |i| &i.uid),
-            [o.uid.as_str()],
-            "{name}: page 2"
-        );
+        assert_eq!(uids_of(&p2.items, |i| &i.uid), [o.uid.as_str()], "{name}: page 2");
         assert!(p2.next.is_none(), "{name}");
 
         // Delete.
@@ -1383,11 +1282,7 @@ async fn identities_create_get_update_delete_list() {
             .unwrap_or_else(|e| panic!("{name}: delete: {e:?}"));
         assert_eq!(s.get_identity(&au).await.unwrap(), None, "{name}: gone");
         assert_not_found(name, "delete twice", s.delete_identity(&au).await);
-        assert_eq!(
-            list(query(UidpFilter::default())).await.total_count,
-            2,
-            "{name}"
-        );
+        assert_eq!(list(query(UidpFilter::default())).await.total_count, 2, "{name}");
     }
 }
 
@@ -1424,11 +1319,7 @@ async fn roles_create_get_update_delete_list() {
             );
         }
         let orphan = role_record(Some(&child(&org, "never")), "orphan", "103");
-        assert_not_found(
-            name,
-            "role under a missing group",
-            s.create_role(&orphan).await,
-        );
+        assert_not_found(name, "role under a missing group", s.create_role(&orphan).await);
 
         let ru = uidp(&r.uid);
         let got = s
@@ -1477,33 +1368,20 @@ async fn roles_create_get_update_delete_list() {
         assert_not_found(
             name,
             "update a missing role",
-            s.update_role(&uidp(&orphan.uid), &RolePatch::default(), T0)
-                .await,
+            s.update_role(&uidp(&orphan.uid), &RolePatch::default(), T0).await,
         );
 
         let list = |q: ListQuery| {
             let s = s.clone();
-            async move {
-                s.list_roles(&q)
-                    .await
-                    .unwrap_or_else(|e| panic!("{name}: {e:?}"))
-            }
+            async move { s.list_roles(&q).await.unwrap_or_else(|e| panic!("{name}: {e:?}")) }
         };
-        assert_eq!(
-            list(query(UidpFilter::default())).await.total_count,
-            3,
-            "{name}"
-        );
+        assert_eq!(list(query(UidpFilter::default())).await.total_count, 3, "{name}");
         let p = list(query(UidpFilter {
             in_root: true,
             ..Default::default()
         }))
         .await;
-        assert_eq!(
-            uids_of(&p.items, |x| &x.uid),
-            [builtin.uid.as_str()],
-            "{name}: in_root"
-        );
+        assert_eq!(uids_of(&p.items, |x| &x.uid), [builtin.uid.as_str()], "{name}: in_root");
         let p = list(query(UidpFilter {
             descendants_of: Some(uidp(&org.uid)),
             ..Default::default()
@@ -1517,22 +1395,14 @@ async fn roles_create_get_update_delete_list() {
             ..query(UidpFilter::default())
         })
         .await;
-        assert_eq!(
-            uids_of(&p.items, |x| &x.uid),
-            [r2.uid.as_str()],
-            "{name}: name"
-        );
+        assert_eq!(uids_of(&p.items, |x| &x.uid), [r2.uid.as_str()], "{name}: name");
 
         s.delete_role(&ru)
             .await
             .unwrap_or_else(|e| panic!("{name}: delete: {e:?}"));
         assert_eq!(s.get_role(&ru).await.unwrap(), None, "{name}: gone");
         assert_not_found(name, "delete twice", s.delete_role(&ru).await);
-        assert_eq!(
-            list(query(UidpFilter::default())).await.total_count,
-            2,
-            "{name}"
-        );
+        assert_eq!(list(query(UidpFilter::default())).await.total_count, 2, "{name}");
     }
 }
 
@@ -1551,9 +1421,7 @@ async fn bindings_create_get_update_delete_list() {
         }
         let viewer = role_record(None, "viewer", "103,303,403,903");
         let owner = role_record(None, "owner", "101,102,103,104");
-        s.upsert_builtin_roles(&[viewer.clone(), owner.clone()])
-            .await
-            .unwrap();
+        s.upsert_builtin_roles(&[viewer.clone(), owner.clone()]).await.unwrap();
         let custom = role_record(Some(&org), "lister", "103");
         s.create_role(&custom).await.unwrap();
 
@@ -1632,11 +1500,7 @@ async fn bindings_create_get_update_delete_list() {
         // Listing is hydrated and filters by identity, group and role.
         let list = |q: ListQuery| {
             let s = s.clone();
-            async move {
-                s.list_bindings(&q)
-                    .await
-                    .unwrap_or_else(|e| panic!("{name}: {e:?}"))
-            }
+            async move { s.list_bindings(&q).await.unwrap_or_else(|e| panic!("{name}: {e:?}")) }
         };
         let all = list(query(UidpFilter::default())).await;
         assert_eq!(all.total_count, 3, "{name}");
@@ -1713,18 +1577,13 @@ async fn bindings_create_get_update_delete_list() {
         assert_eq!(got.name, "lister", "{name}: hydrated role name");
         assert_eq!(got.role_description, custom.description, "{name}");
         assert_eq!((got.create_time, got.update_time), (T0, T0 + 100), "{name}");
-        assert_eq!(
-            s.get_binding(&u1).await.unwrap().as_ref(),
-            Some(&got),
-            "{name}"
-        );
+        assert_eq!(s.get_binding(&u1).await.unwrap().as_ref(), Some(&got), "{name}");
         let got = s.update_binding(&u1, &viewer.uid, T0).await.unwrap();
         assert_eq!(got.update_time, T0 + 101, "{name}: time moves by 1 ms");
         assert_not_found(
             name,
             "update a missing binding",
-            s.update_binding(&uidp(&org.uid).new_child(), &viewer.uid, T0)
-                .await,
+            s.update_binding(&uidp(&org.uid).new_child(), &viewer.uid, T0).await,
         );
         match s.update_binding(&u1, Uidp::new_root().as_str(), T0).await {
             Err(Error::NotFound { resource_type, .. }) => {
@@ -1740,16 +1599,9 @@ async fn bindings_create_get_update_delete_list() {
 
         // Delete reports whether something went.
         assert!(s.delete_binding(&u1).await.unwrap(), "{name}: deleted");
-        assert!(
-            !s.delete_binding(&u1).await.unwrap(),
-            "{name}: already gone"
-        );
+        assert!(!s.delete_binding(&u1).await.unwrap(), "{name}: already gone");
         assert_eq!(s.get_binding(&u1).await.unwrap(), None, "{name}");
-        assert_eq!(
-            list(query(UidpFilter::default())).await.total_count,
-            2,
-            "{name}"
-        );
+        assert_eq!(list(query(UidpFilter::default())).await.total_count, 2, "{name}");
     }
 }
 
@@ -1788,14 +1640,8 @@ async fn iam_delete_constraints() {
                 );
             }
         }
-        assert!(
-            s.get_identity(&uidp(&id.uid)).await.unwrap().is_some(),
-            "{name}: kept"
-        );
-        assert!(
-            s.get_role(&uidp(&role.uid)).await.unwrap().is_some(),
-            "{name}: kept"
-        );
+        assert!(s.get_identity(&uidp(&id.uid)).await.unwrap().is_some(), "{name}: kept");
+        assert!(s.get_role(&uidp(&role.uid)).await.unwrap().is_some(), "{name}: kept");
 
         // A group holding anything: RESOURCE_NOT_EMPTY naming the kinds.
         let kinds_of = |v: &[ward_core::error::PreconditionViolation]| {
@@ -1808,15 +1654,8 @@ async fn iam_delete_constraints() {
             "team with a binding",
             s.delete_group(&uidp(&team.uid)).await,
         ));
-        assert_eq!(
-            desc, "cannot delete group with child role bindings",
-            "{name}"
-        );
-        let desc = kinds_of(&precondition(
-            name,
-            "org",
-            s.delete_group(&uidp(&org.uid)).await,
-        ));
+        assert_eq!(desc, "cannot delete group with child role bindings", "{name}");
+        let desc = kinds_of(&precondition(name, "org", s.delete_group(&uidp(&org.uid)).await));
         assert_eq!(
             desc, "cannot delete group with child groups, identities, roles, role bindings",
             "{name}"
@@ -1827,22 +1666,11 @@ async fn iam_delete_constraints() {
             b.create(&g).await;
             match add {
                 0 => s.create_identity(&identity_record(&g, "x")).await.unwrap(),
-                1 => s
-                    .create_role(&role_record(Some(&g), "x", "103"))
-                    .await
-                    .unwrap(),
+                1 => s.create_role(&role_record(Some(&g), "x", "103")).await.unwrap(),
                 _ => b.create(&child(&g, "x")).await,
             }
-            let desc = kinds_of(&precondition(
-                name,
-                kind,
-                s.delete_group(&uidp(&g.uid)).await,
-            ));
-            assert_eq!(
-                desc,
-                format!("cannot delete group with child {kind}"),
-                "{name}"
-            );
+            let desc = kinds_of(&precondition(name, kind, s.delete_group(&uidp(&g.uid)).await));
+            assert_eq!(desc, format!("cannot delete group with child {kind}"), "{name}");
             assert!(b.get(&g).await.is_some(), "{name}: {kind}: kept");
         }
 
@@ -1876,19 +1704,14 @@ async fn grants_rows() {
             s.create_identity(i).await.unwrap();
         }
         let viewer = role_record(None, "viewer", "103,303");
-        s.upsert_builtin_roles(std::slice::from_ref(&viewer))
-            .await
-            .unwrap();
+        s.upsert_builtin_roles(std::slice::from_ref(&viewer)).await.unwrap();
         let custom = role_record(Some(&org), "maker", "101");
         s.create_role(&custom).await.unwrap();
 
         let grants = |who: &str| {
             let (s, who) = (s.clone(), who.to_owned());
             async move {
-                let mut v = s
-                    .grants(&who)
-                    .await
-                    .unwrap_or_else(|e| panic!("{name}: grants: {e:?}"));
+                let mut v = s.grants(&who).await.unwrap_or_else(|e| panic!("{name}: grants: {e:?}"));
                 v.sort();
                 v
             }
@@ -1937,9 +1760,7 @@ async fn grants_rows() {
         ];
         want.sort();
         assert_eq!(grants(&x.uid).await, want, "{name}: after changes");
-        s.update_binding(&uidp(&b2.uid), &viewer.uid, T0 + 2)
-            .await
-            .unwrap();
+        s.update_binding(&uidp(&b2.uid), &viewer.uid, T0 + 2).await.unwrap();
         let mut want = vec![
             (org.uid.clone(), "103,303".to_owned()),
             (team.uid.clone(), "103,303".to_owned()),

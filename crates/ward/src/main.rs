@@ -25,6 +25,13 @@ enum Command {
     /// Server administration, run next to the server's data.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Log in with a workload's identity token; print, inspect or forget Ward tokens.
+    Auth {
+        #[command(flatten)]
+        conn: ward_cli::Connection,
+        #[command(subcommand)]
+        command: ward_cli::auth::AuthCommand,
+    },
     /// Identity and access management.
     Iam {
         #[command(flatten)]
@@ -38,6 +45,8 @@ enum Command {
 enum AdminCommand {
     /// Print a fresh server-admin API token (valid for one hour).
     Token(ward_server::ServerConfig),
+    /// Add a new token signing key; retire keys whose tokens have all expired.
+    RotateKey(ward_server::ServerConfig),
 }
 
 fn init_logging() {
@@ -57,9 +66,11 @@ async fn main() -> std::process::ExitCode {
             init_logging();
             ward_server::run(config).await
         }
-        Command::Admin(AdminCommand::Token(config)) => ward_server::admin_token(&config)
+        Command::Admin(AdminCommand::Token(config)) => ward_server::admin_token(&config).await.map(|t| println!("{t}")),
+        Command::Admin(AdminCommand::RotateKey(config)) => ward_server::rotate_key(&config)
             .await
-            .map(|t| println!("{t}")),
+            .map(|kid| println!("added signing key {kid}")),
+        Command::Auth { conn, command } => ward_cli::auth::run(&conn, command).await,
         Command::Iam { conn, command } => ward_cli::run_iam(&conn, command).await,
     };
     match result {

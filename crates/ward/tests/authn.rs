@@ -58,11 +58,7 @@ fn api_requests(group: &str) -> Vec<(Method, String, Option<Value>)> {
             format!("{G}?uidp.descendants_of={group}&page_size=1"),
             None,
         ),
-        (
-            Method::POST,
-            G.to_owned(),
-            Some(json!({ "name": "intruder" })),
-        ),
+        (Method::POST, G.to_owned(), Some(json!({ "name": "intruder" }))),
         (
             Method::POST,
             "/iam/v2/groups".to_owned(),
@@ -118,12 +114,7 @@ fn assert_unauthenticated(
 
 /// Sends every API request with `auth` and expects 401 for all of them; then
 /// checks (as the admin) that nothing changed.
-async fn assert_all_rejected(
-    s: &TestServer,
-    group: &Value,
-    label: &str,
-    auth: Option<HeaderValue>,
-) {
+async fn assert_all_rejected(s: &TestServer, group: &Value, label: &str, auth: Option<HeaderValue>) {
     let g = uid(group);
     for (method, path, body) in api_requests(&g) {
         let what = format!("{label}: {method} {path}");
@@ -186,11 +177,7 @@ async fn invalid_tokens_are_rejected_everywhere() {
             .expect("the admin token's key is stored");
         // Control: a token forged with the server's key and the right claims is
         // accepted, so the rejections below are about what each one changes.
-        let forged_ok = sign_eddsa(
-            &server_key.private_key,
-            Some(&kid),
-            &good_claims(&s, &admin_sub),
-        );
+        let forged_ok = sign_eddsa(&server_key.private_key, Some(&kid), &good_claims(&s, &admin_sub));
         let (status, _, body) = send(&s, bearer(&forged_ok), Method::GET, G, None).await;
         assert_eq!(status, StatusCode::OK, "[{b}] control token: {body}");
 
@@ -200,22 +187,13 @@ async fn invalid_tokens_are_rejected_everywhere() {
 
         let mut variants: Vec<(String, Option<HeaderValue>)> = vec![
             ("no Authorization header".into(), None),
-            (
-                "Basic auth".into(),
-                Some(HeaderValue::from_static("Basic x")),
-            ),
+            ("Basic auth".into(), Some(HeaderValue::from_static("Basic x"))),
             (
                 "Basic with credentials".into(),
                 Some(HeaderValue::from_static("Basic YWRtaW46YWRtaW4=")),
             ),
-            (
-                "empty bearer".into(),
-                Some(HeaderValue::from_static("Bearer ")),
-            ),
-            (
-                "bare scheme".into(),
-                Some(HeaderValue::from_static("Bearer")),
-            ),
+            ("empty bearer".into(), Some(HeaderValue::from_static("Bearer "))),
+            ("bare scheme".into(), Some(HeaderValue::from_static("Bearer"))),
             ("not a JWT".into(), bearer("not-a-jwt")),
             ("three junk segments".into(), bearer("a.b.c")),
             (
@@ -275,11 +253,7 @@ async fn invalid_tokens_are_rejected_everywhere() {
         ));
         variants.push((
             "no kid".into(),
-            bearer(&sign_eddsa(
-                &server_key.private_key,
-                None,
-                &good_claims(&s, &admin_sub),
-            )),
+            bearer(&sign_eddsa(&server_key.private_key, None, &good_claims(&s, &admin_sub))),
         ));
         let mut no_exp = good_claims(&s, &admin_sub);
         no_exp.as_object_mut().unwrap().remove("exp");
@@ -305,20 +279,11 @@ async fn invalid_tokens_are_rejected_everywhere() {
         // Algorithm confusion: HS256 keyed with the public key, and alg "none".
         let mut hs = Header::new(Algorithm::HS256);
         hs.kid = Some(kid.clone());
-        let hs_token = jsonwebtoken::encode(
-            &hs,
-            &claims,
-            &EncodingKey::from_secret(&server_key.public_key),
-        )
-        .unwrap();
+        let hs_token = jsonwebtoken::encode(&hs, &claims, &EncodingKey::from_secret(&server_key.public_key)).unwrap();
         variants.push(("HS256 with the public key".into(), bearer(&hs_token)));
-        let none_header =
-            URL_SAFE_NO_PAD.encode(json!({ "alg": "none", "typ": "JWT", "kid": kid }).to_string());
+        let none_header = URL_SAFE_NO_PAD.encode(json!({ "alg": "none", "typ": "JWT", "kid": kid }).to_string());
         let none_payload = URL_SAFE_NO_PAD.encode(claims.to_string());
-        variants.push((
-            "alg none".into(),
-            bearer(&format!("{none_header}.{none_payload}.")),
-        ));
+        variants.push(("alg none".into(), bearer(&format!("{none_header}.{none_payload}."))));
 
         // Larger than 8 KiB: junk, and a correctly signed token padded past the limit.
         variants.push(("9000 bytes of junk".into(), bearer(&"a".repeat(9000))));
@@ -354,14 +319,7 @@ async fn expired_admin_token_is_rejected() {
         assert_all_rejected_by(&s, &group, "expired admin token", &s.token.clone()).await;
         // A fresh token works.
         let fresh = s.ward().admin_token().expect("mint");
-        let (status, _, body) = send(
-            &s,
-            bearer(&fresh),
-            Method::GET,
-            &format!("{G}/{}", uid(&group)),
-            None,
-        )
-        .await;
+        let (status, _, body) = send(&s, bearer(&fresh), Method::GET, &format!("{G}/{}", uid(&group)), None).await;
         assert_eq!(status, StatusCode::OK, "[{b}] fresh token: {body}");
     }
 }
@@ -417,23 +375,12 @@ async fn cached_tokens_still_expire_on_time() {
         // Past expiry: rejected although the token was verified (and cached) before.
         s.clock.advance_millis(6_000);
         for i in 0..3 {
-            let (status, headers, body) =
-                send(&s, bearer(&s.token), Method::GET, &path, None).await;
-            assert_unauthenticated(
-                b,
-                &format!("expired cached admin token #{i}"),
-                status,
-                &headers,
-                &body,
-            );
+            let (status, headers, body) = send(&s, bearer(&s.token), Method::GET, &path, None).await;
+            assert_unauthenticated(b, &format!("expired cached admin token #{i}"), status, &headers, &body);
         }
         // The stranger's token was minted later: valid until its own expiry.
         let (status, _, body) = send(&s, bearer(&stranger), Method::GET, G, None).await;
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "[{b}] stranger token not yet expired: {body}"
-        );
+        assert_eq!(status, StatusCode::OK, "[{b}] stranger token not yet expired: {body}");
         s.clock.advance_millis(3_600_000);
         let (status, headers, body) = send(&s, bearer(&stranger), Method::GET, G, None).await;
         assert_unauthenticated(b, "expired cached stranger token", status, &headers, &body);
@@ -460,14 +407,7 @@ async fn public_endpoints_discovery_and_admin_token_claims() {
             }
         }
 
-        let (_, _, disco) = send(
-            &s,
-            None,
-            Method::GET,
-            "/.well-known/openid-configuration",
-            None,
-        )
-        .await;
+        let (_, _, disco) = send(&s, None, Method::GET, "/.well-known/openid-configuration", None).await;
         assert_eq!(disco["issuer"], s.base, "[{b}] {disco}");
         let jwks_uri = disco["jwks_uri"]
             .as_str()
@@ -481,9 +421,7 @@ async fn public_endpoints_discovery_and_admin_token_claims() {
         let kid = header["kid"]
             .as_str()
             .unwrap_or_else(|| panic!("[{b}] no kid: {header}"));
-        let keys = jwks["keys"]
-            .as_array()
-            .unwrap_or_else(|| panic!("[{b}] {jwks}"));
+        let keys = jwks["keys"].as_array().unwrap_or_else(|| panic!("[{b}] {jwks}"));
         let jwk = keys
             .iter()
             .find(|k| k["kid"] == kid)
@@ -491,28 +429,17 @@ async fn public_endpoints_discovery_and_admin_token_claims() {
         assert_eq!(jwk["kty"], "OKP", "[{b}] {jwk}");
         assert_eq!(jwk["crv"], "Ed25519", "[{b}] {jwk}");
         for k in keys {
-            assert!(
-                k.get("d").is_none(),
-                "[{b}] private key material in the JWKS: {k}"
-            );
+            assert!(k.get("d").is_none(), "[{b}] private key material in the JWKS: {k}");
         }
 
         assert_eq!(claims["iss"], s.base, "[{b}] {claims}");
         assert_eq!(claims["aud"], s.base, "[{b}] {claims}");
-        let sub = claims["sub"]
-            .as_str()
-            .unwrap_or_else(|| panic!("[{b}] {claims}"));
+        let sub = claims["sub"].as_str().unwrap_or_else(|| panic!("[{b}] {claims}"));
         assert!(
-            sub.len() == 40
-                && sub
-                    .bytes()
-                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)),
+            sub.len() == 40 && sub.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)),
             "[{b}] sub {sub}"
         );
-        let (iat, exp) = (
-            claims["iat"].as_i64().unwrap(),
-            claims["exp"].as_i64().unwrap(),
-        );
+        let (iat, exp) = (claims["iat"].as_i64().unwrap(), claims["exp"].as_i64().unwrap());
         assert_eq!(exp - iat, 3600, "[{b}] {claims}");
 
         // The published key verifies the admin token.
@@ -521,10 +448,7 @@ async fn public_endpoints_discovery_and_admin_token_claims() {
         v.set_audience(&[&s.base]);
         v.set_issuer(&[&s.base]);
         let data = jsonwebtoken::decode::<Value>(&s.token, &key, &v);
-        assert!(
-            data.is_ok(),
-            "[{b}] JWKS key verifies the admin token: {data:?}"
-        );
+        assert!(data.is_ok(), "[{b}] JWKS key verifies the admin token: {data:?}");
     }
 }
 
@@ -543,8 +467,7 @@ async fn authenticated_identity_without_grants_sees_nothing() {
         for g in [&org, &child] {
             let (status, body) = call(Method::GET, format!("{G}/{}", uid(g)), None).await;
             assert_error(b, status, &body, 404, 5, "NOT_FOUND");
-            let (status, body) =
-                call(Method::GET, format!("/iam/v2/groups/{}", uid(g)), None).await;
+            let (status, body) = call(Method::GET, format!("/iam/v2/groups/{}", uid(g)), None).await;
             assert_error(b, status, &body, 404, 5, "NOT_FOUND");
             let (status, body) = call(
                 Method::PATCH,
@@ -553,21 +476,11 @@ async fn authenticated_identity_without_grants_sees_nothing() {
             )
             .await;
             assert_error(b, status, &body, 404, 5, "NOT_FOUND");
-            let (status, body) = call(
-                Method::POST,
-                format!("{G}/{}", uid(g)),
-                Some(json!({ "name": "x" })),
-            )
-            .await;
+            let (status, body) = call(Method::POST, format!("{G}/{}", uid(g)), Some(json!({ "name": "x" }))).await;
             assert_error(b, status, &body, 404, 5, "NOT_FOUND");
         }
         // A group that does not exist looks the same as one that is hidden.
-        let (status, body) = call(
-            Method::GET,
-            format!("{G}/{}/0123456789abcdef", uid(&org)),
-            None,
-        )
-        .await;
+        let (status, body) = call(Method::GET, format!("{G}/{}/0123456789abcdef", uid(&org)), None).await;
         assert_error(b, status, &body, 404, 5, "NOT_FOUND");
         let (status, body) = call(Method::DELETE, format!("{G}/{}", uid(&child)), None).await;
         assert_error(b, status, &body, 404, 5, "NOT_FOUND");
@@ -587,8 +500,7 @@ async fn authenticated_identity_without_grants_sees_nothing() {
             );
         }
 
-        let (status, body) =
-            call(Method::POST, G.to_owned(), Some(json!({ "name": "mine" }))).await;
+        let (status, body) = call(Method::POST, G.to_owned(), Some(json!({ "name": "mine" }))).await;
         assert_error(b, status, &body, 403, 7, "PERMISSION_DENIED");
         let (status, body) = call(
             Method::POST,

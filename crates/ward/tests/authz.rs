@@ -43,10 +43,7 @@ use ward_proto::iam::v2::{
 
 /// Whether a binding at `scope` covers `uid`: `uid` is `scope` or below it.
 fn covers(scope: &str, uid: &str) -> bool {
-    uid == scope
-        || (uid.len() > scope.len()
-            && uid.starts_with(scope)
-            && uid.as_bytes()[scope.len()] == b'/')
+    uid == scope || (uid.len() > scope.len() && uid.starts_with(scope) && uid.as_bytes()[scope.len()] == b'/')
 }
 
 /// What the test believes a caller holds: its role bindings, as
@@ -121,14 +118,7 @@ impl Outcome {
 
 /// Asserts a REST answer is `expected`. A NOT_FOUND names what the rule says
 /// is unseen: its `seen_with()` type, at `at`.
-fn assert_outcome(
-    ctx: &str,
-    rule: &Rule,
-    at: &str,
-    expected: Outcome,
-    status: StatusCode,
-    body: &Value,
-) {
+fn assert_outcome(ctx: &str, rule: &Rule, at: &str, expected: Outcome, status: StatusCode, body: &Value) {
     match expected {
         Outcome::Ok => assert_eq!(status, StatusCode::OK, "{ctx}: expected success; {body}"),
         Outcome::PermissionDenied => assert_error(ctx, status, body, 403, 7, "PERMISSION_DENIED"),
@@ -183,11 +173,7 @@ fn verb(rule: &Rule) -> Verb {
         Verb::List => Scope::Unscoped,
         _ => Scope::Resource,
     };
-    assert_eq!(
-        rule.scope, scope,
-        "{}: unexpected scope in the table",
-        rule.rpc
-    );
+    assert_eq!(rule.scope, scope, "{}: unexpected scope in the table", rule.rpc);
     v
 }
 
@@ -251,31 +237,16 @@ fn rest_request(rule: &Rule, at: &str, bystander: &str) -> (Method, String, Opti
         ),
         Verb::Get => (Method::GET, format!("{base}/{at}"), None),
         Verb::List => (Method::GET, base, None),
-        Verb::Update => (
-            Method::PATCH,
-            format!("{base}/{at}"),
-            Some(update_body(rule.kind)),
-        ),
+        Verb::Update => (Method::PATCH, format!("{base}/{at}"), Some(update_body(rule.kind))),
         Verb::Delete => (Method::DELETE, format!("{base}/{at}"), None),
     }
 }
 
 /// Creates a `kind` under `parent` with the admin token; returns its uid.
-async fn admin_create(
-    s: &TestServer,
-    kind: Kind,
-    parent: &str,
-    name: &str,
-    bystander: &str,
-) -> String {
+async fn admin_create(s: &TestServer, kind: Kind, parent: &str, name: &str, bystander: &str) -> String {
     let path = format!("/iam/v2/{}/{parent}", collection(kind));
     let (status, body) = s.post(&path, create_body(kind, name, bystander)).await;
-    assert_eq!(
-        status,
-        StatusCode::OK,
-        "[{}] admin create {path}: {body}",
-        s.backend
-    );
+    assert_eq!(status, StatusCode::OK, "[{}] admin create {path}: {body}", s.backend);
     uid(&body)
 }
 
@@ -323,13 +294,7 @@ fn enc(s: &str) -> String {
 /// Walks a listing of `kind` as `token` with `page_size`; checks the page
 /// sizes and that `totalCount` is the same on every page; returns the uids in
 /// the order served and that `totalCount`.
-async fn walk(
-    s: &TestServer,
-    token: &str,
-    kind: Kind,
-    page_size: usize,
-    ctx: &str,
-) -> (Vec<String>, usize) {
+async fn walk(s: &TestServer, token: &str, kind: Kind, page_size: usize, ctx: &str) -> (Vec<String>, usize) {
     let base = format!("/iam/v2/{}?page_size={page_size}", collection(kind));
     let mut uids = Vec::new();
     let mut total: Option<String> = None;
@@ -343,33 +308,21 @@ async fn walk(
         let (status, page) = s.call_as(token, Method::GET, &path, None).await;
         assert_eq!(status, StatusCode::OK, "{ctx}: list {path}: {page}");
         let items = page[items_key(kind)].as_array().expect("items array");
-        assert!(
-            items.len() <= page_size,
-            "{ctx}: page larger than {page_size}"
-        );
-        let t = page["totalCount"]
-            .as_str()
-            .expect("totalCount string")
-            .to_owned();
+        assert!(items.len() <= page_size, "{ctx}: page larger than {page_size}");
+        let t = page["totalCount"].as_str().expect("totalCount string").to_owned();
         if let Some(prev) = &total {
             assert_eq!(prev, &t, "{ctx}: totalCount changed between pages");
         }
         total = Some(t);
         uids.extend(items.iter().map(uid));
-        page_token = page["nextPageToken"]
-            .as_str()
-            .expect("nextPageToken")
-            .to_owned();
+        page_token = page["nextPageToken"].as_str().expect("nextPageToken").to_owned();
         if page_token.is_empty() {
             break;
         }
         assert!(!items.is_empty(), "{ctx}: an empty page before the end");
         assert!(pages < 500, "{ctx}: runaway pagination");
     }
-    let total = total
-        .expect("at least one page")
-        .parse()
-        .expect("decimal totalCount");
+    let total = total.expect("at least one page").parse().expect("decimal totalCount");
     (uids, total)
 }
 
@@ -567,10 +520,7 @@ struct Universe(BTreeMap<&'static str, BTreeSet<String>>);
 
 impl Universe {
     fn add(&mut self, kind: Kind, uid: &str) {
-        self.0
-            .entry(kind.type_name())
-            .or_default()
-            .insert(uid.to_owned());
+        self.0.entry(kind.type_name()).or_default().insert(uid.to_owned());
     }
 
     fn remove(&mut self, kind: Kind, uid: &str) {
@@ -645,19 +595,8 @@ async fn make_callers(s: &TestServer, fx: &Fixture, u: &mut Universe) -> Vec<Cal
 }
 
 /// Runs one List rule as `c` and compares with the prediction (and gRPC).
-async fn check_list(
-    s: &TestServer,
-    ch: &Channel,
-    c: &Caller,
-    rule: &Rule,
-    u: &Universe,
-    ctx: &str,
-) {
-    let expected: BTreeSet<String> = u
-        .of(rule.kind)
-        .into_iter()
-        .filter(|x| c.model.lists(rule, x))
-        .collect();
+async fn check_list(s: &TestServer, ch: &Channel, c: &Caller, rule: &Rule, u: &Universe, ctx: &str) {
+    let expected: BTreeSet<String> = u.of(rule.kind).into_iter().filter(|x| c.model.lists(rule, x)).collect();
     let (walked, total) = walk(s, &c.token, rule.kind, 7, ctx).await;
     assert_listing(ctx, &walked, total, &expected);
     let grpc = grpc_total(ch, &c.token, rule.kind)
@@ -674,10 +613,7 @@ async fn matrix_on(s: &TestServer) -> BTreeMap<(&'static str, Outcome), usize> {
     let mut tally = BTreeMap::new();
     for c in &callers {
         for rule in RULES {
-            let ctx = format!(
-                "[{}] {} as {} ({})",
-                s.backend, rule.rpc, c.relation, c.identity
-            );
+            let ctx = format!("[{}] {} as {} ({})", s.backend, rule.rpc, c.relation, c.identity);
             if rule.scope == Scope::Unscoped {
                 check_list(s, &ch, c, rule, &u, &ctx).await;
                 *tally.entry((rule.rpc, Outcome::Ok)).or_default() += 1;
@@ -697,11 +633,7 @@ async fn matrix_on(s: &TestServer) -> BTreeMap<(&'static str, Outcome), usize> {
             let caps = c.model.caps_at(&at);
             let expected = predict(rule, caps);
             *tally.entry((rule.rpc, expected)).or_default() += 1;
-            let grants = [
-                &rpc::CREATE_ROLE,
-                &rpc::CREATE_ROLE_BINDING,
-                &rpc::UPDATE_ROLE_BINDING,
-            ];
+            let grants = [&rpc::CREATE_ROLE, &rpc::CREATE_ROLE_BINDING, &rpc::UPDATE_ROLE_BINDING];
             if expected == Outcome::Ok && grants.iter().any(|g| g.rpc == rule.rpc) {
                 // Escalation must not be what decides here: whoever passes
                 // the rule holds what the matrix grants. (The no-escalation
@@ -750,11 +682,7 @@ async fn matrix_on(s: &TestServer) -> BTreeMap<(&'static str, Outcome), usize> {
             if v == Verb::Get {
                 // REST and gRPC agree on Gets.
                 let grpc = grpc_get(&ch, &c.token, rule.kind, &at).await;
-                assert_eq!(
-                    grpc.as_deref().ok(),
-                    Some(at.as_str()),
-                    "{ctx}: gRPC: {grpc:?}"
-                );
+                assert_eq!(grpc.as_deref().ok(), Some(at.as_str()), "{ctx}: gRPC: {grpc:?}");
             }
         }
         // gRPC agrees with the prediction on denied Gets too.
@@ -825,10 +753,7 @@ async fn matrix_follows_the_rpc_table() {
                 rule.rpc
             );
         }
-        let denied = tally
-            .keys()
-            .filter(|(_, o)| *o == Outcome::PermissionDenied)
-            .count();
+        let denied = tally.keys().filter(|(_, o)| *o == Outcome::PermissionDenied).count();
         assert!(denied >= 10, "few PERMISSION_DENIED cases: {tally:?}");
         eprintln!(
             "[{}] matrix: {} calls ({:?})",
@@ -928,16 +853,7 @@ async fn escalation_on(s: &TestServer) {
             .await;
         let ctx = format!("[{b}] delegate binds {role} at {group}");
         let held = model.caps_at(group);
-        if assert_grant(
-            &ctx,
-            &rpc::CREATE_ROLE_BINDING,
-            group,
-            held,
-            role_caps,
-            status,
-            &body,
-        ) == Outcome::Ok
-        {
+        if assert_grant(&ctx, &rpc::CREATE_ROLE_BINDING, group, held, role_caps, status, &body) == Outcome::Ok {
             granted.insert((uid(&body), group.clone()));
         }
     }
@@ -964,16 +880,7 @@ async fn escalation_on(s: &TestServer) {
                 .await;
             let ctx = format!("[{b}] delegate rebinds {binding} to {role}");
             let held = model.caps_at(group);
-            if assert_grant(
-                &ctx,
-                &rpc::UPDATE_ROLE_BINDING,
-                binding,
-                held,
-                role_caps,
-                status,
-                &body,
-            ) == Outcome::Ok
-            {
+            if assert_grant(&ctx, &rpc::UPDATE_ROLE_BINDING, binding, held, role_caps, status, &body) == Outcome::Ok {
                 now_bound.insert(binding.clone(), role);
             }
         }
@@ -984,14 +891,8 @@ async fn escalation_on(s: &TestServer) {
     let mut made = Vec::new();
     for (group, wanted) in [
         (&a, role_caps("owner")),
-        (
-            &a,
-            caps(&[Capability::IamGroupsList, Capability::IamGroupsDelete]),
-        ),
-        (
-            &sib,
-            caps(&[Capability::IamGroupsList, Capability::IamGroupsDelete]),
-        ),
+        (&a, caps(&[Capability::IamGroupsList, Capability::IamGroupsDelete])),
+        (&sib, caps(&[Capability::IamGroupsList, Capability::IamGroupsDelete])),
         (&a, caps(&[Capability::IamGroupsList])),
     ] {
         let (status, body) = s
@@ -1002,13 +903,9 @@ async fn escalation_on(s: &TestServer) {
                 Some(json!({ "name": "mine", "capabilities": names(wanted) })),
             )
             .await;
-        let ctx = format!(
-            "[{b}] delegate creates a role {:?} at {group}",
-            names(wanted)
-        );
+        let ctx = format!("[{b}] delegate creates a role {:?} at {group}", names(wanted));
         let held = model.caps_at(group);
-        if assert_grant(&ctx, &rpc::CREATE_ROLE, group, held, wanted, status, &body) == Outcome::Ok
-        {
+        if assert_grant(&ctx, &rpc::CREATE_ROLE, group, held, wanted, status, &body) == Outcome::Ok {
             made.push((uid(&body), group.clone()));
         }
     }
@@ -1041,9 +938,7 @@ async fn escalation_on(s: &TestServer) {
 
     // Nothing refused happened: the bystander's bindings are exactly the
     // granted ones, with the roles they were last changed to.
-    let (status, list) = s
-        .get(&format!("/iam/v2/roleBindings?identity={bystander}"))
-        .await;
+    let (status, list) = s.get(&format!("/iam/v2/roleBindings?identity={bystander}")).await;
     assert_eq!(status, StatusCode::OK, "[{b}] {list}");
     let mut expected: BTreeMap<String, String> = BTreeMap::new();
     for (binding, group) in &granted {
@@ -1064,17 +959,10 @@ async fn escalation_on(s: &TestServer) {
     // And what the bystander may do follows: see A, not delete below it.
     let bt = mint(s, &bystander);
     let child = uid(&s.create_group(Some(&a), "child").await);
-    let (status, body) = s
-        .call_as(&bt, Method::GET, &format!("/iam/v2/groups/{a}"), None)
-        .await;
+    let (status, body) = s.call_as(&bt, Method::GET, &format!("/iam/v2/groups/{a}"), None).await;
     assert_eq!(status, StatusCode::OK, "[{b}] {body}");
     let (status, body) = s
-        .call_as(
-            &bt,
-            Method::DELETE,
-            &format!("/iam/v2/groups/{child}"),
-            None,
-        )
+        .call_as(&bt, Method::DELETE, &format!("/iam/v2/groups/{child}"), None)
         .await;
     assert_error(b, status, &body, 403, 7, "PERMISSION_DENIED");
 }
@@ -1131,9 +1019,7 @@ async fn world_on(s: &TestServer, w: &World, tally: &Tally) {
         groups.push((uid(&s.create_group(None, &name).await), 0, name));
     }
     for (i, p) in w.groups.iter().enumerate() {
-        let eligible: Vec<usize> = (0..groups.len())
-            .filter(|j| groups[*j].1 < MAX_DEPTH)
-            .collect();
+        let eligible: Vec<usize> = (0..groups.len()).filter(|j| groups[*j].1 < MAX_DEPTH).collect();
         let (parent, depth, path) = groups[eligible[p.index(eligible.len())]].clone();
         let name = format!("g{i}");
         let g = uid(&s.create_group(Some(&parent), &name).await);
@@ -1210,14 +1096,7 @@ async fn world_on(s: &TestServer, w: &World, tally: &Tally) {
             let (status, body) = s.call_as(&t, Method::GET, &path, None).await;
             let expected = predict(&rpc::GET_GROUP, caps);
             tally.count(&rpc::GET_GROUP, expected);
-            assert_outcome(
-                &format!("{who}: GET {g}"),
-                &rpc::GET_GROUP,
-                g,
-                expected,
-                status,
-                &body,
-            );
+            assert_outcome(&format!("{who}: GET {g}"), &rpc::GET_GROUP, g, expected, status, &body);
             let (status, body) = s
                 .call_as(
                     &t,
@@ -1239,16 +1118,8 @@ async fn world_on(s: &TestServer, w: &World, tally: &Tally) {
         }
         // Filtered listings, walked.
         for (rule, all) in &universe {
-            let expected: BTreeSet<String> = all
-                .iter()
-                .filter(|x| model.lists(rule, x))
-                .cloned()
-                .collect();
-            let sizes: &[usize] = if rule.kind == Kind::Group {
-                &[1, 2, 50]
-            } else {
-                &[50]
-            };
+            let expected: BTreeSet<String> = all.iter().filter(|x| model.lists(rule, x)).cloned().collect();
+            let sizes: &[usize] = if rule.kind == Kind::Group { &[1, 2, 50] } else { &[50] };
             for size in sizes {
                 let ctx = format!("{who}: {} page_size {size}", rule.rpc);
                 let (walked, total) = walk(s, &t, rule.kind, *size, &ctx).await;

@@ -27,16 +27,12 @@ impl Run {
     /// Panics unless the command succeeded; returns stdout as JSON.
     fn json(&self, what: &str) -> Value {
         let out = self.ok(what);
-        serde_json::from_str(out)
-            .unwrap_or_else(|e| panic!("`{what}` printed non-JSON ({e}): {out}"))
+        serde_json::from_str(out).unwrap_or_else(|e| panic!("`{what}` printed non-JSON ({e}): {out}"))
     }
 
     /// Panics unless the command failed; returns stderr.
     fn failed(&self, what: &str) -> &str {
-        assert!(
-            !self.status.success(),
-            "`{what}` should have failed: {self:#?}"
-        );
+        assert!(!self.status.success(), "`{what}` should have failed: {self:#?}");
         &self.stderr
     }
 }
@@ -152,19 +148,13 @@ async fn groups_lifecycle_through_the_cli() {
         );
 
         // --parent: direct children only.
-        let kids = ward(
-            &s,
-            &["iam", "groups", "list", "--parent", &org_uid, "-o", "json"],
-        )
-        .await
-        .json("list --parent");
+        let kids = ward(&s, &["iam", "groups", "list", "--parent", &org_uid, "-o", "json"])
+            .await
+            .json("list --parent");
         assert_eq!(uids(&kids), vec![team_uid.clone()], "[{b}] {kids}");
         let kids_table = ward(&s, &["iam", "groups", "list", "--parent", &org_uid]).await;
         let out = kids_table.ok("list --parent (table)");
-        assert!(
-            out.contains("team") && !out.contains("acme"),
-            "[{b}]\n{out}"
-        );
+        assert!(out.contains("team") && !out.contains("acme"), "[{b}]\n{out}");
 
         // Describe.
         let described = ward(&s, &["iam", "groups", "describe", &team_uid, "-o", "json"])
@@ -200,9 +190,7 @@ async fn groups_lifecycle_through_the_cli() {
         // Rename only.
         let renamed = ward(
             &s,
-            &[
-                "iam", "groups", "update", &team_uid, "--name", "team2", "-o", "json",
-            ],
+            &["iam", "groups", "update", &team_uid, "--name", "team2", "-o", "json"],
         )
         .await
         .json("update --name");
@@ -212,8 +200,7 @@ async fn groups_lifecycle_through_the_cli() {
         // Nothing to update is a local error.
         let none = ward(&s, &["iam", "groups", "update", &team_uid]).await;
         assert!(
-            none.failed("update with no flags")
-                .contains("nothing to update"),
+            none.failed("update with no flags").contains("nothing to update"),
             "[{b}] {none:?}"
         );
 
@@ -224,19 +211,13 @@ async fn groups_lifecycle_through_the_cli() {
             err.contains("cannot delete group with child groups"),
             "[{b}] stderr: {err}"
         );
-        assert!(
-            refused.stdout.is_empty(),
-            "[{b}] nothing on stdout: {refused:?}"
-        );
+        assert!(refused.stdout.is_empty(), "[{b}] nothing on stdout: {refused:?}");
         let (status, _) = s.get(&format!("/iam/v2/groups/{org_uid}")).await;
         assert_eq!(status, StatusCode::OK, "[{b}] org kept");
 
         // Child first, then the org.
         let deleted = ward(&s, &["iam", "groups", "delete", &team_uid]).await;
-        assert_eq!(
-            deleted.ok("delete team").trim(),
-            format!("deleted {team_uid}")
-        );
+        assert_eq!(deleted.ok("delete team").trim(), format!("deleted {team_uid}"));
         let deleted = ward(&s, &["iam", "groups", "delete", &org_uid, "-o", "json"])
             .await
             .json("delete org");
@@ -249,10 +230,7 @@ async fn groups_lifecycle_through_the_cli() {
         // Describe of a deleted group: non-zero, the server's message.
         let gone = ward(&s, &["iam", "groups", "describe", &org_uid]).await;
         let err = gone.failed("describe deleted");
-        assert!(
-            err.contains("not found") && err.contains("404"),
-            "[{b}] stderr: {err}"
-        );
+        assert!(err.contains("not found") && err.contains("404"), "[{b}] stderr: {err}");
     }
 }
 
@@ -271,9 +249,7 @@ async fn invalid_name_fails_with_the_validation_message() {
             bad_parent.failed("bad parent").contains("parent"),
             "[{b}] {bad_parent:?}"
         );
-        let all = ward(&s, &["iam", "groups", "list", "-o", "json"])
-            .await
-            .json("list");
+        let all = ward(&s, &["iam", "groups", "list", "-o", "json"]).await.json("list");
         assert_eq!(all, serde_json::json!([]), "[{b}] nothing created");
     }
 }
@@ -303,8 +279,7 @@ async fn token_file_instead_of_ward_token() {
 
     // The WARD_TOKEN_FILE variable too.
     let mut cmd = command(&["iam", "groups", "list", "-o", "json"]);
-    cmd.env("WARD_API", &s.base)
-        .env("WARD_TOKEN_FILE", path_str);
+    cmd.env("WARD_API", &s.base).env("WARD_TOKEN_FILE", path_str);
     let all = run(cmd).await.json("list with WARD_TOKEN_FILE");
     assert_eq!(uids(&all), vec![common::uid(&g)]);
 
@@ -326,30 +301,13 @@ async fn token_file_instead_of_ward_token() {
 
     // The server writes <data-dir>/admin.token; that file works as is.
     let admin_file = s.config.data_dir.join("admin.token");
-    let mut cmd = command(&[
-        "iam",
-        "groups",
-        "list",
-        "--token-file",
-        admin_file.to_str().unwrap(),
-    ]);
+    let mut cmd = command(&["iam", "groups", "list", "--token-file", admin_file.to_str().unwrap()]);
     cmd.env("WARD_API", &s.base);
-    assert!(
-        run(cmd)
-            .await
-            .ok("list with admin.token")
-            .contains("via-file")
-    );
+    assert!(run(cmd).await.ok("list with admin.token").contains("via-file"));
 
     // A missing token file names the file.
     let missing = dir.path().join("nope");
-    let mut cmd = command(&[
-        "iam",
-        "groups",
-        "list",
-        "--token-file",
-        missing.to_str().unwrap(),
-    ]);
+    let mut cmd = command(&["iam", "groups", "list", "--token-file", missing.to_str().unwrap()]);
     cmd.env("WARD_API", &s.base);
     let r = run(cmd).await;
     let err = r.failed("missing token file");
@@ -375,8 +333,7 @@ async fn missing_or_rejected_token_fails_helpfully() {
     assert!(r.stdout.is_empty(), "{r:?}");
 
     let mut cmd = command(&["iam", "groups", "list"]);
-    cmd.env("WARD_API", &s.base)
-        .env("WARD_TOKEN", "not-a-token");
+    cmd.env("WARD_API", &s.base).env("WARD_TOKEN", "not-a-token");
     let r = run(cmd).await;
     let err = r.failed("bad token");
     assert!(err.contains("401"), "stderr: {err}");
@@ -403,16 +360,11 @@ async fn list_walks_every_page() {
         let org_uid = common::uid(&org);
         let mut expected = vec![org_uid.clone()];
         for i in 0..4 {
-            expected.push(common::uid(
-                &s.create_group(Some(&org_uid), &format!("g{i}")).await,
-            ));
+            expected.push(common::uid(&s.create_group(Some(&org_uid), &format!("g{i}")).await));
         }
-        let all = ward(
-            &s,
-            &["iam", "groups", "list", "--page-size", "2", "-o", "json"],
-        )
-        .await
-        .json("paged list");
+        let all = ward(&s, &["iam", "groups", "list", "--page-size", "2", "-o", "json"])
+            .await
+            .json("paged list");
         assert_eq!(all.as_array().map(Vec::len), Some(5), "[{b}] {all}");
         assert_eq!(sorted(uids(&all)), sorted(expected.clone()), "[{b}]");
 
@@ -438,11 +390,7 @@ async fn list_walks_every_page() {
             .iter()
             .map(|g| g["name"].as_str().unwrap())
             .collect();
-        assert_eq!(
-            names,
-            ["g0", "g1", "g2", "g3", "org"],
-            "[{b}] ordered and complete"
-        );
+        assert_eq!(names, ["g0", "g1", "g2", "g3", "org"], "[{b}] ordered and complete");
 
         let kids = ward(
             &s,
@@ -465,10 +413,7 @@ async fn list_walks_every_page() {
         let tree = ward(&s, &["iam", "groups", "list", "--page-size", "2", "--tree"]).await;
         let out = tree.ok("paged tree");
         assert_eq!(out.lines().count(), 5, "[{b}]\n{out}");
-        assert!(
-            out.starts_with(&format!("org ({org_uid})\n")),
-            "[{b}]\n{out}"
-        );
+        assert!(out.starts_with(&format!("org ({org_uid})\n")), "[{b}]\n{out}");
         assert_eq!(
             out.lines().filter(|l| l.starts_with("  └ g")).count(),
             4,
@@ -482,11 +427,7 @@ async fn admin_token_command_mints_an_accepted_token() {
     use base64::Engine as _;
     for s in common::servers().await {
         let b = s.backend;
-        let db = s
-            .config
-            .database
-            .clone()
-            .expect("the harness sets a database");
+        let db = s.config.database.clone().expect("the harness sets a database");
         let data_dir = s.config.data_dir.to_str().unwrap().to_owned();
         let addr = s.addr().to_string();
         let r = run(command(&[
@@ -503,9 +444,7 @@ async fn admin_token_command_mints_an_accepted_token() {
         let token = r.ok("admin token").trim().to_owned();
         assert_eq!(token.split('.').count(), 3, "[{b}] a JWT: {token}");
 
-        let (status, body) = s
-            .call_as(&token, reqwest::Method::GET, "/iam/v2/groups", None)
-            .await;
+        let (status, body) = s.call_as(&token, reqwest::Method::GET, "/iam/v2/groups", None).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {body}");
 
         // The same admin identity as the server's own token.
@@ -521,10 +460,7 @@ async fn admin_token_command_mints_an_accepted_token() {
         // Usable by the CLI straight away.
         let mut cmd = command(&["iam", "groups", "create", "minted", "-o", "json"]);
         cmd.env("WARD_API", &s.base).env("WARD_TOKEN", &token);
-        assert_eq!(
-            run(cmd).await.json("create with minted token")["name"],
-            "minted"
-        );
+        assert_eq!(run(cmd).await.json("create with minted token")["name"], "minted");
     }
 }
 
@@ -576,10 +512,7 @@ async fn ci_identity_bound_to_viewer_through_the_cli() {
         let id_uid = common::uid(&id);
         assert!(id_uid.starts_with(&format!("{org_uid}/")), "[{b}] {id}");
         let m = &id["claimMatch"];
-        assert_eq!(
-            m["issuer"], "https://token.actions.githubusercontent.com",
-            "[{b}] {id}"
-        );
+        assert_eq!(m["issuer"], "https://token.actions.githubusercontent.com", "[{b}] {id}");
         assert_eq!(m["subjectPattern"], "repo:acme/.*:ref:refs/heads/main");
         assert_eq!(m["claims"], serde_json::json!({"repository_owner": "acme"}));
         let (_, stored) = s.get(&format!("/iam/v2/identities/{id_uid}")).await;
@@ -597,20 +530,14 @@ async fn ci_identity_bound_to_viewer_through_the_cli() {
             assert!(out.contains(want), "[{b}] table lacks {want:?}:\n{out}");
         }
         for (kind, want) in [("claim-match", vec![id_uid.clone()]), ("static", vec![])] {
-            let found = ward(
-                &s,
-                &["iam", "identities", "list", "--type", kind, "-o", "json"],
-            )
-            .await
-            .json("identities list --type");
+            let found = ward(&s, &["iam", "identities", "list", "--type", kind, "-o", "json"])
+                .await
+                .json("identities list --type");
             assert_eq!(uids(&found), want, "[{b}] --type {kind}");
         }
-        let described = ward(
-            &s,
-            &["iam", "identities", "describe", "github-ci", "-o", "json"],
-        )
-        .await
-        .json("identities describe by name");
+        let described = ward(&s, &["iam", "identities", "describe", "github-ci", "-o", "json"])
+            .await
+            .json("identities describe by name");
         assert_eq!(described, id, "[{b}]");
 
         // Bind it to the built-in viewer role: every argument by name.
@@ -641,44 +568,17 @@ async fn ci_identity_bound_to_viewer_through_the_cli() {
 
         let table = ward(&s, &["iam", "role-bindings", "list"]).await;
         let out = table.ok("role-bindings list");
-        for want in [
-            "IDENTITY",
-            "ROLE",
-            "GROUP",
-            &rb_uid,
-            "github-ci",
-            "viewer",
-            "acme",
-        ] {
+        for want in ["IDENTITY", "ROLE", "GROUP", &rb_uid, "github-ci", "viewer", "acme"] {
             assert!(out.contains(want), "[{b}] table lacks {want:?}:\n{out}");
         }
-        for filter in [
-            ["--role", "viewer"],
-            ["--identity", "github-ci"],
-            ["--group", "acme"],
-        ] {
-            let args = [
-                &["iam", "role-bindings", "list", "-o", "json"][..],
-                &filter[..],
-            ]
-            .concat();
+        for filter in [["--role", "viewer"], ["--identity", "github-ci"], ["--group", "acme"]] {
+            let args = [&["iam", "role-bindings", "list", "-o", "json"][..], &filter[..]].concat();
             let found = ward(&s, &args).await.json("role-bindings list filtered");
             assert_eq!(uids(&found), vec![rb_uid.clone()], "[{b}] {filter:?}");
         }
-        let none = ward(
-            &s,
-            &[
-                "iam",
-                "role-bindings",
-                "list",
-                "--role",
-                "owner",
-                "-o",
-                "json",
-            ],
-        )
-        .await
-        .json("role-bindings list --role owner");
+        let none = ward(&s, &["iam", "role-bindings", "list", "--role", "owner", "-o", "json"])
+            .await
+            .json("role-bindings list --role owner");
         assert_eq!(none, serde_json::json!([]), "[{b}]");
 
         // The built-in roles with their capabilities.
@@ -692,22 +592,10 @@ async fn ci_identity_bound_to_viewer_through_the_cli() {
             viewer_row.contains("groups.list, roles.list, role_bindings.list, identity.list"),
             "[{b}] {viewer_row}"
         );
-        assert!(
-            out.contains("CAPABILITIES") && out.contains("owner"),
-            "[{b}]\n{out}"
-        );
+        assert!(out.contains("CAPABILITIES") && out.contains("owner"), "[{b}]\n{out}");
         let builtins = ward(
             &s,
-            &[
-                "iam",
-                "roles",
-                "list",
-                "--builtin",
-                "--page-size",
-                "2",
-                "-o",
-                "json",
-            ],
+            &["iam", "roles", "list", "--builtin", "--page-size", "2", "-o", "json"],
         )
         .await
         .json("roles list --builtin, paged");
@@ -748,12 +636,9 @@ async fn ci_identity_bound_to_viewer_through_the_cli() {
             ]),
             "[{b}] {role}"
         );
-        let custom = ward(
-            &s,
-            &["iam", "roles", "list", "--parent", "acme", "-o", "json"],
-        )
-        .await
-        .json("roles list --parent");
+        let custom = ward(&s, &["iam", "roles", "list", "--parent", "acme", "-o", "json"])
+            .await
+            .json("roles list --parent");
         assert_eq!(uids(&custom), vec![role_uid.clone()], "[{b}] {custom}");
         let updated = ward(
             &s,
@@ -772,10 +657,7 @@ async fn ci_identity_bound_to_viewer_through_the_cli() {
         )
         .await
         .json("roles update");
-        assert_eq!(
-            updated["capabilities"],
-            serde_json::json!(["CAP_IAM_GROUPS_LIST"])
-        );
+        assert_eq!(updated["capabilities"], serde_json::json!(["CAP_IAM_GROUPS_LIST"]));
         assert_eq!(updated["description"], "deploys");
         assert_eq!(updated["name"], "deployer", "[{b}] name kept");
         let unknown = ward(
@@ -844,37 +726,25 @@ async fn ci_identity_bound_to_viewer_through_the_cli() {
 
         // Delete the binding, the identity and the role.
         let deleted = ward(&s, &["iam", "role-bindings", "delete", &rb_uid]).await;
-        assert_eq!(
-            deleted.ok("role-bindings delete").trim(),
-            format!("deleted {rb_uid}")
-        );
+        assert_eq!(deleted.ok("role-bindings delete").trim(), format!("deleted {rb_uid}"));
         let left = ward(&s, &["iam", "role-bindings", "list", "-o", "json"])
             .await
             .json("role-bindings list after delete");
         assert_eq!(left, serde_json::json!([]), "[{b}]");
         let deleted = ward(&s, &["iam", "identities", "delete", "gha"]).await;
-        assert_eq!(
-            deleted.ok("identities delete").trim(),
-            format!("deleted {id_uid}")
-        );
+        assert_eq!(deleted.ok("identities delete").trim(), format!("deleted {id_uid}"));
         let deleted = ward(&s, &["iam", "roles", "delete", "deployer", "-o", "json"])
             .await
             .json("roles delete");
         assert_eq!(deleted, serde_json::json!({}));
         for what in ["identities", "roles"] {
-            let left = ward(
-                &s,
-                &["iam", what, "list", "--parent", &org_uid, "-o", "json"],
-            )
-            .await
-            .json("list after delete");
+            let left = ward(&s, &["iam", what, "list", "--parent", &org_uid, "-o", "json"])
+                .await
+                .json("list after delete");
             assert_eq!(left, serde_json::json!([]), "[{b}] {what}");
         }
         let gone = ward(&s, &["iam", "identities", "describe", &id_uid]).await;
-        assert!(
-            gone.failed("describe deleted").contains("404"),
-            "[{b}] {gone:?}"
-        );
+        assert!(gone.failed("describe deleted").contains("404"), "[{b}] {gone:?}");
     }
 }
 
@@ -908,12 +778,9 @@ async fn static_keys_identity_through_the_cli() {
             file,
         ];
 
-        let id = ward(
-            &s,
-            &[&create[..], &keys, &["--expiration", exp, "-o", "json"]].concat(),
-        )
-        .await
-        .json("create static identity");
+        let id = ward(&s, &[&create[..], &keys, &["--expiration", exp, "-o", "json"]].concat())
+            .await
+            .json("create static identity");
         let k = &id["staticKeys"];
         assert_eq!(k["issuer"], "https://issuer.example", "[{b}] {id}");
         assert_eq!(k["subject"], "bot");
@@ -921,20 +788,9 @@ async fn static_keys_identity_through_the_cli() {
         let stored: Value = serde_json::from_str(k["issuerKeys"].as_str().unwrap()).unwrap();
         assert_eq!(stored, jwks, "[{b}]");
 
-        let found = ward(
-            &s,
-            &[
-                "iam",
-                "identities",
-                "list",
-                "--type",
-                "static",
-                "-o",
-                "json",
-            ],
-        )
-        .await
-        .json("list --type static");
+        let found = ward(&s, &["iam", "identities", "list", "--type", "static", "-o", "json"])
+            .await
+            .json("list --type static");
         assert_eq!(uids(&found), vec![common::uid(&id)], "[{b}]");
         let table = ward(&s, &["iam", "identities", "list"]).await;
         let out = table.ok("identities list");
@@ -944,52 +800,29 @@ async fn static_keys_identity_through_the_cli() {
         );
 
         // Claim-match and static-key flags do not mix.
-        let mixed = ward(
-            &s,
-            &[&create[..], &keys, &["--issuer", "https://a"]].concat(),
-        )
-        .await;
+        let mixed = ward(&s, &[&create[..], &keys, &["--issuer", "https://a"]].concat()).await;
         assert!(
-            mixed
-                .failed("mixed relationship flags")
-                .contains("cannot be used with"),
+            mixed.failed("mixed relationship flags").contains("cannot be used with"),
             "[{b}] {mixed:?}"
         );
         // A static identity needs issuer, subject and keys.
-        let partial = ward(
-            &s,
-            &[&create[..], &["--static-issuer", "https://b"]].concat(),
-        )
-        .await;
+        let partial = ward(&s, &[&create[..], &["--static-issuer", "https://b"]].concat()).await;
         assert!(
-            partial
-                .failed("static without keys")
-                .contains("--static-keys-file"),
+            partial.failed("static without keys").contains("--static-keys-file"),
             "[{b}] {partial:?}"
         );
-        let bad_time = ward(
-            &s,
-            &[&create[..], &keys, &["--expiration", "tomorrow"]].concat(),
-        )
-        .await;
+        let bad_time = ward(&s, &[&create[..], &keys, &["--expiration", "tomorrow"]].concat()).await;
         assert!(
             bad_time.failed("bad expiration").contains("RFC 3339"),
             "[{b}] {bad_time:?}"
         );
         // No relationship at all: the server says what is missing.
         let none = ward(&s, &create).await;
-        assert!(
-            none.failed("no relationship").contains("issuer"),
-            "[{b}] {none:?}"
-        );
+        assert!(none.failed("no relationship").contains("issuer"), "[{b}] {none:?}");
         let all = ward(&s, &["iam", "identities", "list", "-o", "json"])
             .await
             .json("list");
-        assert_eq!(
-            uids(&all),
-            vec![common::uid(&id)],
-            "[{b}] nothing else created"
-        );
+        assert_eq!(uids(&all), vec![common::uid(&id)], "[{b}] nothing else created");
     }
 }
 
@@ -1002,11 +835,7 @@ async fn names_resolve_only_when_unambiguous() {
         let claims = ["--issuer", "https://a", "--subject", "x", "-o", "json"];
 
         // Two groups named acme: the CLI lists both and asks for a uid.
-        let args = [
-            &["iam", "identities", "create", "ci", "--parent", "acme"][..],
-            &claims,
-        ]
-        .concat();
+        let args = [&["iam", "identities", "create", "ci", "--parent", "acme"][..], &claims].concat();
         let r = ward(&s, &args).await;
         let err = r.failed("ambiguous --parent");
         for want in ["--parent", "acme", "ambiguous", &one, &two, "uid"] {
@@ -1014,10 +843,7 @@ async fn names_resolve_only_when_unambiguous() {
         }
         assert!(r.stdout.is_empty(), "[{b}] {r:?}");
         let r = ward(&s, &["iam", "groups", "describe", "acme"]).await;
-        assert!(
-            r.failed("ambiguous describe").contains("ambiguous"),
-            "[{b}] {r:?}"
-        );
+        assert!(r.failed("ambiguous describe").contains("ambiguous"), "[{b}] {r:?}");
         let all = ward(&s, &["iam", "identities", "list", "-o", "json"])
             .await
             .json("list");
@@ -1046,16 +872,9 @@ async fn names_resolve_only_when_unambiguous() {
         );
 
         // A uid is taken as is.
-        let args = [
-            &["iam", "identities", "create", "ci", "--parent", &one][..],
-            &claims,
-        ]
-        .concat();
+        let args = [&["iam", "identities", "create", "ci", "--parent", &one][..], &claims].concat();
         let id = ward(&s, &args).await.json("create with a uid");
-        assert!(
-            common::uid(&id).starts_with(&format!("{one}/")),
-            "[{b}] {id}"
-        );
+        assert!(common::uid(&id).starts_with(&format!("{one}/")), "[{b}] {id}");
 
         // Once the other acme is renamed, the name resolves.
         ward(&s, &["iam", "groups", "update", &two, "--name", "beta"])

@@ -175,11 +175,7 @@ impl Server {
     fn sigkill(&mut self) {
         self.child.kill().expect("SIGKILL");
         let status = self.child.wait().expect("wait");
-        assert!(
-            !status.success(),
-            "[{}] killed, not exited: {status:?}",
-            self.backend
-        );
+        assert!(!status.success(), "[{}] killed, not exited: {status:?}", self.backend);
     }
 
     /// SIGTERM; waits up to `limit` for the exit and returns its status and how
@@ -206,13 +202,7 @@ impl Server {
         }
     }
 
-    async fn call(
-        &self,
-        token: &str,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
+    async fn call(&self, token: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.base))
@@ -226,15 +216,11 @@ impl Server {
             .unwrap_or_else(|e| panic!("[{}] {path}: {e}", self.backend));
         let status = resp.status();
         let text = resp.text().await.expect("body");
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
 
     async fn get(&self, path: &str) -> (StatusCode, Value) {
-        self.call(&self.token, reqwest::Method::GET, path, None)
-            .await
+        self.call(&self.token, reqwest::Method::GET, path, None).await
     }
 
     async fn create(&self, parent: Option<&str>, name: &str) -> Value {
@@ -243,19 +229,9 @@ impl Server {
             None => "/iam/v2/groups".to_owned(),
         };
         let (status, body) = self
-            .call(
-                &self.token,
-                reqwest::Method::POST,
-                &path,
-                Some(json!({ "name": name })),
-            )
+            .call(&self.token, reqwest::Method::POST, &path, Some(json!({ "name": name })))
             .await;
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "[{}] create {name}: {body}",
-            self.backend
-        );
+        assert_eq!(status, StatusCode::OK, "[{}] create {name}: {body}", self.backend);
         body
     }
 
@@ -271,10 +247,7 @@ impl Server {
             let (status, page) = self.get(&path).await;
             assert_eq!(status, StatusCode::OK, "[{}] list: {page}", self.backend);
             out.extend(page["groups"].as_array().cloned().unwrap_or_default());
-            token = page["nextPageToken"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
+            token = page["nextPageToken"].as_str().unwrap_or_default().to_owned();
             if token.is_empty() {
                 return out;
             }
@@ -320,13 +293,7 @@ struct Load {
 }
 
 /// Creates `<prefix>-0`, `<prefix>-1`, … over REST until stopped or cut off.
-async fn rest_writer(
-    url: String,
-    token: String,
-    prefix: String,
-    stop: Arc<AtomicBool>,
-    outcome: Arc<Mutex<Outcome>>,
-) {
+async fn rest_writer(url: String, token: String, prefix: String, stop: Arc<AtomicBool>, outcome: Arc<Mutex<Outcome>>) {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
@@ -404,9 +371,7 @@ async fn grpc_writer(
                 o.acked.insert(name, g.into_inner().uid);
             }
             // Ward's own errors carry ErrorInfo; transport failures do not.
-            Err(st) if st.get_error_details().error_info().is_some() => {
-                o.unexpected.push(format!("{name}: {st:?}"))
-            }
+            Err(st) if st.get_error_details().error_info().is_some() => o.unexpected.push(format!("{name}: {st:?}")),
             Err(_) => {
                 o.in_doubt.insert(name);
                 return;
@@ -440,11 +405,7 @@ impl Load {
                 outcome.clone(),
             ))
         }));
-        Load {
-            stop,
-            outcome,
-            tasks,
-        }
+        Load { stop, outcome, tasks }
     }
 
     /// Waits until at least `n` creates are acknowledged (the load is really running).
@@ -514,15 +475,8 @@ async fn check_outcome(what: &str, server: &Server, org: &str, o: &Outcome) {
         .keys()
         .filter(|n| !o.acked.contains_key(*n) && !o.in_doubt.contains(*n))
         .collect();
-    assert!(
-        phantom.is_empty(),
-        "[{b}] groups nobody created: {phantom:?}"
-    );
-    let applied_unanswered: Vec<_> = o
-        .in_doubt
-        .iter()
-        .filter(|n| present.contains_key(*n))
-        .collect();
+    assert!(phantom.is_empty(), "[{b}] groups nobody created: {phantom:?}");
+    let applied_unanswered: Vec<_> = o.in_doubt.iter().filter(|n| present.contains_key(*n)).collect();
     if what == "SIGTERM" {
         // A graceful drain answers every request it takes in: a create that
         // failed in transport must not have been applied.
@@ -582,15 +536,9 @@ async fn sigterm_drains_and_exits_zero(store: &Store) {
         "[{b}] exit status after SIGTERM: {status:?}; log:\n{}",
         server.logs()
     );
-    assert!(
-        took < Duration::from_secs(5),
-        "[{b}] took {took:?} to drain"
-    );
+    assert!(took < Duration::from_secs(5), "[{b}] took {took:?} to drain");
     let logs = server.logs();
-    assert!(
-        logs.contains("shutdown signal received"),
-        "[{b}] log:\n{logs}"
-    );
+    assert!(logs.contains("shutdown signal received"), "[{b}] log:\n{logs}");
     let outcome = load.finish().await;
     drop(server);
 
@@ -645,13 +593,8 @@ async fn restarts_keep_data_identity_and_keys(store: &Store) {
     // A paged listing started before the restart.
     let page_query = format!("/iam/v2/groups?uidp.children_of={org}&order_by=name&page_size=1");
     let (_, page1) = first.get(&page_query).await;
-    let page_token = page1["nextPageToken"]
-        .as_str()
-        .expect("more pages")
-        .to_owned();
-    let (_, page2) = first
-        .get(&format!("{page_query}&page_token={page_token}"))
-        .await;
+    let page_token = page1["nextPageToken"].as_str().expect("more pages").to_owned();
+    let (_, page2) = first.get(&format!("{page_query}&page_token={page_token}")).await;
 
     let before = snapshot(&first).await;
     assert_eq!(before.len(), 4, "[{b}] org + 3 children");
@@ -664,11 +607,7 @@ async fn restarts_keep_data_identity_and_keys(store: &Store) {
     drop(first);
     let mut second = Server::start(store, &listen).await;
     assert_eq!(second.addr.to_string(), listen);
-    assert_eq!(
-        snapshot(&second).await,
-        before,
-        "[{b}] data after a graceful restart"
-    );
+    assert_eq!(snapshot(&second).await, before, "[{b}] data after a graceful restart");
 
     // Abrupt restart.
     second.sigkill();
@@ -691,9 +630,7 @@ async fn restarts_keep_data_identity_and_keys(store: &Store) {
             header["kid"], old_header["kid"],
             "[{b}] the signing key persists ({what} start)"
         );
-        let (status, body) = third
-            .call(token, reqwest::Method::GET, "/iam/v2/groups", None)
-            .await;
+        let (status, body) = third.call(token, reqwest::Method::GET, "/iam/v2/groups", None).await;
         assert_eq!(
             status,
             StatusCode::OK,
@@ -702,14 +639,8 @@ async fn restarts_keep_data_identity_and_keys(store: &Store) {
     }
 
     // The page token from the first process continues the listing.
-    let (status, resumed) = third
-        .get(&format!("{page_query}&page_token={page_token}"))
-        .await;
-    assert_eq!(
-        status,
-        StatusCode::OK,
-        "[{b}] page token across restarts: {resumed}"
-    );
+    let (status, resumed) = third.get(&format!("{page_query}&page_token={page_token}")).await;
+    assert_eq!(status, StatusCode::OK, "[{b}] page token across restarts: {resumed}");
     // (The next token differs: tokens carry their issue time.)
     assert_eq!(resumed["groups"], page2["groups"], "[{b}] same second page");
     assert_eq!(resumed["totalCount"], page2["totalCount"], "[{b}]");
@@ -732,16 +663,10 @@ async fn restarts_keep_data_identity_and_keys(store: &Store) {
         .await
         .unwrap()
         .expect("ward admin token");
-    assert!(
-        out.status.success(),
-        "[{b}] {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "[{b}] {}", String::from_utf8_lossy(&out.stderr));
     let minted = String::from_utf8(out.stdout).unwrap().trim().to_owned();
     assert_eq!(jwt_parts(&minted).1["sub"], old_claims["sub"], "[{b}]");
-    let (status, _) = third
-        .call(&minted, reqwest::Method::GET, "/iam/v2/groups", None)
-        .await;
+    let (status, _) = third.call(&minted, reqwest::Method::GET, "/iam/v2/groups", None).await;
     assert_eq!(status, StatusCode::OK, "[{b}] admin token accepted");
 }
 

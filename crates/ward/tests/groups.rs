@@ -37,17 +37,12 @@ fn query(pairs: &[(&str, &str)]) -> String {
     if pairs.is_empty() {
         return String::new();
     }
-    let parts: Vec<String> = pairs
-        .iter()
-        .map(|(k, v)| format!("{k}={}", enc(v)))
-        .collect();
+    let parts: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={}", enc(v))).collect();
     format!("?{}", parts.join("&"))
 }
 
 fn is_hex(s: &str, len: usize) -> bool {
-    s.len() == len
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn timestamp_re() -> regex::Regex {
@@ -80,10 +75,7 @@ fn assert_invalid_field(backend: &str, status: StatusCode, body: &Value, field: 
         "[{backend}] expected a field violation for {field:?}; body: {body}"
     );
     let msg = body["message"].as_str().unwrap_or_default();
-    assert!(
-        msg.starts_with("Invalid argument: "),
-        "[{backend}] message: {msg}"
-    );
+    assert!(msg.starts_with("Invalid argument: "), "[{backend}] message: {msg}");
 }
 
 /// A detail of the given google.rpc type.
@@ -105,8 +97,7 @@ fn assert_aip193(backend: &str, status: StatusCode, body: &Value, http: u16) {
         body["message"].as_str().is_some_and(|m| !m.is_empty()),
         "[{backend}] message: {body}"
     );
-    let info =
-        detail(body, "ErrorInfo").unwrap_or_else(|| panic!("[{backend}] no ErrorInfo: {body}"));
+    let info = detail(body, "ErrorInfo").unwrap_or_else(|| panic!("[{backend}] no ErrorInfo: {body}"));
     assert_eq!(info["domain"], "iam.chainguard.dev", "[{backend}] {body}");
     assert!(
         info["reason"].as_str().is_some_and(|r| !r.is_empty()),
@@ -212,13 +203,7 @@ async fn create_many(s: &TestServer, parent: &str, names: &[String]) -> Vec<Valu
     let mut out = vec![Value::Null; names.len()];
     while let Some(r) = set.join_next().await {
         let (i, status, body) = r.expect("task");
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "[{}] create {}: {body}",
-            s.backend,
-            names[i]
-        );
+        assert_eq!(status, StatusCode::OK, "[{}] create {}: {body}", s.backend, names[i]);
         out[i] = body;
     }
     out
@@ -262,17 +247,11 @@ async fn create_root_and_child_uids() {
         assert_eq!(status, StatusCode::OK, "[{b}] {org}");
         let org_uid = uid(&org);
         assert!(is_hex(&org_uid, 40), "[{b}] root uid {org_uid}");
-        assert_eq!(
-            org["verified"], false,
-            "[{b}] verified must be false: {org}"
-        );
+        assert_eq!(org["verified"], false, "[{b}] verified must be false: {org}");
         assert_eq!(org["name"], "acme", "[{b}]");
 
         let (status, child) = s
-            .post(
-                &format!("{G}/{org_uid}"),
-                json!({ "name": "eng", "verified": true }),
-            )
+            .post(&format!("{G}/{org_uid}"), json!({ "name": "eng", "verified": true }))
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] {child}");
         let child_uid = uid(&child);
@@ -293,20 +272,14 @@ async fn create_root_and_child_uids() {
 
         // Same behaviour at /iam/v2/.
         let (status, org2) = s
-            .post(
-                "/iam/v2/groups",
-                json!({ "name": "v2org", "verified": true }),
-            )
+            .post("/iam/v2/groups", json!({ "name": "v2org", "verified": true }))
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] v2 create: {org2}");
         let org2_uid = uid(&org2);
         assert!(is_hex(&org2_uid, 40), "[{b}] v2 root uid {org2_uid}");
         assert_eq!(org2["verified"], false, "[{b}]");
         let (status, c2) = s
-            .post(
-                &format!("/iam/v2/groups/{org2_uid}"),
-                json!({ "name": "sub" }),
-            )
+            .post(&format!("/iam/v2/groups/{org2_uid}"), json!({ "name": "sub" }))
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] v2 child: {c2}");
         assert!(uid(&c2).starts_with(&format!("{org2_uid}/")), "[{b}]");
@@ -317,9 +290,7 @@ async fn create_root_and_child_uids() {
         let (status, got) = s.get(&format!("/iam/v2/groups/{child_uid}")).await;
         assert_eq!(status, StatusCode::OK, "[{b}]");
         assert_eq!(got, child, "[{b}]");
-        let (status, list) = s
-            .get(&format!("/iam/v2/groups?uidp.descendants_of={org2_uid}"))
-            .await;
+        let (status, list) = s.get(&format!("/iam/v2/groups?uidp.descendants_of={org2_uid}")).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {list}");
         assert_eq!(list["totalCount"], "2", "[{b}] {list}");
     }
@@ -364,10 +335,7 @@ async fn json_shape_is_camel_case_with_every_field() {
         // List: camelCase; totalCount is a string; skipped is a number echoing skip.
         for (i, n) in ["a", "b", "c"].iter().enumerate() {
             let g = s.create_group(Some(&uid(&org)), n).await;
-            assert!(
-                ts.is_match(g["createTime"].as_str().unwrap()),
-                "[{b}] child {i}"
-            );
+            assert!(ts.is_match(g["createTime"].as_str().unwrap()), "[{b}] child {i}");
         }
         let list = get_ok(&s, &format!("{G}?uidp.descendants_of={}&skip=1", uid(&org))).await;
         let lobj = list.as_object().expect("object");
@@ -380,11 +348,7 @@ async fn json_shape_is_camel_case_with_every_field() {
             json!("4"),
             "[{b}] totalCount must be a JSON string: {list}"
         );
-        assert_eq!(
-            list["skipped"],
-            json!(1),
-            "[{b}] skipped must be the number 1: {list}"
-        );
+        assert_eq!(list["skipped"], json!(1), "[{b}] skipped must be the number 1: {list}");
         assert_eq!(list["groups"].as_array().unwrap().len(), 3, "[{b}] {list}");
         for g in list["groups"].as_array().unwrap() {
             for k in [
@@ -432,42 +396,29 @@ async fn create_validation() {
             );
         }
         // Both wrong: both reported.
-        let (status, body) = s
-            .post(G, json!({ "name": "BAD", "description": "a\nb" }))
-            .await;
+        let (status, body) = s.post(G, json!({ "name": "BAD", "description": "a\nb" })).await;
         assert_invalid_field(b, status, &body, "name");
         assert_invalid_field(b, status, &body, "description");
 
         // Children are validated too.
         let org = s.create_group(None, "valid").await;
-        let (status, body) = s
-            .post(&format!("{G}/{}", uid(&org)), json!({ "name": "Eng" }))
-            .await;
+        let (status, body) = s.post(&format!("{G}/{}", uid(&org)), json!({ "name": "Eng" })).await;
         assert_invalid_field(b, status, &body, "name");
 
         // Nothing invalid was stored.
         let list = get_ok(&s, G).await;
-        assert_eq!(
-            list["totalCount"], "1",
-            "[{b}] only the valid org exists: {list}"
-        );
+        assert_eq!(list["totalCount"], "1", "[{b}] only the valid org exists: {list}");
 
         // Limits: a 63-character name and a 512-character description are fine.
         let (status, body) = s
-            .post(
-                G,
-                json!({ "name": "a".repeat(63), "description": "é".repeat(512) }),
-            )
+            .post(G, json!({ "name": "a".repeat(63), "description": "é".repeat(512) }))
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] limits: {body}");
         // Allowed characters.
         let ok = s.create_group(None, "a.b_c-d 1").await;
         assert_eq!(ok["name"], "a.b_c-d 1", "[{b}]");
         let (status, body) = s
-            .post(
-                G,
-                json!({ "name": "x", "description": "Hello, World! ünïcode" }),
-            )
+            .post(G, json!({ "name": "x", "description": "Hello, World! ünïcode" }))
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] {body}");
         assert_eq!(body["description"], "Hello, World! ünïcode", "[{b}]");
@@ -480,12 +431,9 @@ async fn not_found_and_malformed_uids() {
         let b = s.backend;
         let missing = "0123456789abcdef0123456789abcdef01234567";
         // Create under a missing parent.
-        let (status, body) = s
-            .post(&format!("{G}/{missing}"), json!({ "name": "orphan" }))
-            .await;
+        let (status, body) = s.post(&format!("{G}/{missing}"), json!({ "name": "orphan" })).await;
         assert_error(b, status, &body, 404, 5, "NOT_FOUND");
-        let info = detail(&body, "ResourceInfo")
-            .unwrap_or_else(|| panic!("[{b}] no ResourceInfo: {body}"));
+        let info = detail(&body, "ResourceInfo").unwrap_or_else(|| panic!("[{b}] no ResourceInfo: {body}"));
         assert_eq!(info["resourceName"], missing, "[{b}] {body}");
         let list = get_ok(&s, G).await;
         assert_eq!(list["totalCount"], "0", "[{b}] nothing created: {list}");
@@ -493,9 +441,7 @@ async fn not_found_and_malformed_uids() {
         // Missing parent one level down.
         let org = s.create_group(None, "org").await;
         let missing_child = format!("{}/0123456789abcdef", uid(&org));
-        let (status, body) = s
-            .post(&format!("{G}/{missing_child}"), json!({ "name": "x" }))
-            .await;
+        let (status, body) = s.post(&format!("{G}/{missing_child}"), json!({ "name": "x" })).await;
         assert_error(b, status, &body, 404, 5, "NOT_FOUND");
         assert!(detail(&body, "ResourceInfo").is_some(), "[{b}] {body}");
 
@@ -521,18 +467,12 @@ async fn not_found_and_malformed_uids() {
         for path in [format!("{G}/{missing}"), format!("{G}/{missing_child}")] {
             let (status, body) = s.get(&path).await;
             assert_error(b, status, &body, 404, 5, "NOT_FOUND");
-            let info = detail(&body, "ResourceInfo")
-                .unwrap_or_else(|| panic!("[{b}] no ResourceInfo: {body}"));
-            assert_eq!(
-                info["resourceType"], "iam.chainguard.dev/Group",
-                "[{b}] {body}"
-            );
+            let info = detail(&body, "ResourceInfo").unwrap_or_else(|| panic!("[{b}] no ResourceInfo: {body}"));
+            assert_eq!(info["resourceType"], "iam.chainguard.dev/Group", "[{b}] {body}");
         }
         let (status, body) = s.delete(&format!("{G}/{missing}")).await;
         assert_error(b, status, &body, 404, 5, "NOT_FOUND");
-        let (status, body) = s
-            .patch(&format!("{G}/{missing}"), json!({ "description": "x" }))
-            .await;
+        let (status, body) = s.patch(&format!("{G}/{missing}"), json!({ "description": "x" })).await;
         assert_error(b, status, &body, 404, 5, "NOT_FOUND");
     }
 }
@@ -555,8 +495,7 @@ async fn delete_rules() {
             body["message"], "Precondition failed: cannot delete group with child groups",
             "[{b}] {body}"
         );
-        let pf = detail(&body, "PreconditionFailure")
-            .unwrap_or_else(|| panic!("[{b}] no PreconditionFailure: {body}"));
+        let pf = detail(&body, "PreconditionFailure").unwrap_or_else(|| panic!("[{b}] no PreconditionFailure: {body}"));
         let violations = pf["violations"].as_array().expect("violations");
         assert!(
             violations.iter().any(|v| v["type"] == "RESOURCE_NOT_EMPTY"),
@@ -593,9 +532,7 @@ async fn delete_rules() {
 async fn patch_semantics() {
     for s in common::servers().await {
         let b = s.backend;
-        let (status, org) = s
-            .post(G, json!({ "name": "orig", "description": "first" }))
-            .await;
+        let (status, org) = s.post(G, json!({ "name": "orig", "description": "first" })).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {org}");
         let u = uid(&org);
         let path = format!("{G}/{u}");
@@ -627,29 +564,17 @@ async fn patch_semantics() {
         let (status, g) = s.patch(&path, json!({ "name": "renamed" })).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {g}");
         assert_eq!(g["name"], "renamed", "[{b}]");
-        assert_eq!(
-            g["description"], "second",
-            "[{b}] description unchanged: {g}"
-        );
-        assert!(
-            g["updateTime"].as_str() > last["updateTime"].as_str(),
-            "[{b}]"
-        );
+        assert_eq!(g["description"], "second", "[{b}] description unchanged: {g}");
+        assert!(g["updateTime"].as_str() > last["updateTime"].as_str(), "[{b}]");
         last = g;
 
         // Clearing a field by sending it empty (present in the body, so in the mask).
         tick();
         let (status, g) = s.patch(&path, json!({ "description": "" })).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {g}");
-        assert_eq!(
-            g["description"], "",
-            "[{b}] explicit empty description clears it: {g}"
-        );
+        assert_eq!(g["description"], "", "[{b}] explicit empty description clears it: {g}");
         assert_eq!(g["name"], "renamed", "[{b}]");
-        assert!(
-            g["updateTime"].as_str() > last["updateTime"].as_str(),
-            "[{b}]"
-        );
+        assert!(g["updateTime"].as_str() > last["updateTime"].as_str(), "[{b}]");
         last = g;
 
         // Explicit mask: a name in the body is ignored (even an invalid one).
@@ -663,15 +588,9 @@ async fn patch_semantics() {
                 )
                 .await;
             assert_eq!(status, StatusCode::OK, "[{b}] {key}: {g}");
-            assert_eq!(
-                g["name"], "renamed",
-                "[{b}] {key}: name must be ignored: {g}"
-            );
+            assert_eq!(g["name"], "renamed", "[{b}] {key}: name must be ignored: {g}");
             assert_eq!(g["description"], d, "[{b}] {key}: {g}");
-            assert!(
-                g["updateTime"].as_str() > last["updateTime"].as_str(),
-                "[{b}]"
-            );
+            assert!(g["updateTime"].as_str() > last["updateTime"].as_str(), "[{b}]");
             assert_eq!(g["createTime"], org["createTime"], "[{b}]");
             last = g;
         }
@@ -679,10 +598,7 @@ async fn patch_semantics() {
         // Mask naming a field absent from the body clears it.
         tick();
         let (status, g) = s
-            .patch(
-                &format!("{path}?updateMask=description"),
-                json!({ "name": "nope" }),
-            )
+            .patch(&format!("{path}?updateMask=description"), json!({ "name": "nope" }))
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] {g}");
         assert_eq!(g["description"], "", "[{b}] masked, absent => default: {g}");
@@ -716,16 +632,10 @@ async fn patch_semantics() {
         // Unknown mask path.
         let before = get_ok(&s, &path).await;
         for q in ["updateMask=nmae", "update_mask=description,bogus"] {
-            let (status, body) = s
-                .patch(&format!("{path}?{q}"), json!({ "description": "zzz" }))
-                .await;
+            let (status, body) = s.patch(&format!("{path}?{q}"), json!({ "description": "zzz" })).await;
             assert_invalid_field(b, status, &body, "update_mask");
         }
-        assert_eq!(
-            get_ok(&s, &path).await,
-            before,
-            "[{b}] rejected updates change nothing"
-        );
+        assert_eq!(get_ok(&s, &path).await, before, "[{b}] rejected updates change nothing");
 
         // Output-only fields in the body are ignored (no mask and with a mask naming them).
         tick();
@@ -744,21 +654,14 @@ async fn patch_semantics() {
         assert_eq!(g["verified"], false, "[{b}] {g}");
         assert_eq!(g["resourceLimits"], json!({}), "[{b}] {g}");
         assert_eq!(g["description"], "with output-only fields", "[{b}]");
-        assert!(
-            g["updateTime"].as_str() > before["updateTime"].as_str(),
-            "[{b}]"
-        );
+        assert!(g["updateTime"].as_str() > before["updateTime"].as_str(), "[{b}]");
         let (status, g2) = s
             .patch(
                 &format!("{path}?updateMask=uid,createTime,verified,resource_limits"),
                 forged,
             )
             .await;
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "[{b}] output-only mask paths are ignored: {g2}"
-        );
+        assert_eq!(status, StatusCode::OK, "[{b}] output-only mask paths are ignored: {g2}");
         assert_eq!(g2["verified"], false, "[{b}] {g2}");
         assert_eq!(g2["createTime"], org["createTime"], "[{b}] {g2}");
         assert_eq!(g2["uid"], u, "[{b}]");
@@ -767,9 +670,7 @@ async fn patch_semantics() {
         // updateTime moves forward even when the clock does not (rapid updates)...
         let mut prev = get_ok(&s, &path).await;
         for i in 0..5 {
-            let (status, g) = s
-                .patch(&path, json!({ "description": format!("rapid {i}") }))
-                .await;
+            let (status, g) = s.patch(&path, json!({ "description": format!("rapid {i}") })).await;
             assert_eq!(status, StatusCode::OK, "[{b}] {g}");
             assert!(
                 g["updateTime"].as_str() > prev["updateTime"].as_str(),
@@ -793,9 +694,7 @@ async fn patch_semantics() {
         drop(r);
 
         // The forged uid was not touched or created.
-        let (status, body) = s
-            .get(&format!("{G}/0123456789abcdef0123456789abcdef01234567"))
-            .await;
+        let (status, body) = s.get(&format!("{G}/0123456789abcdef0123456789abcdef01234567")).await;
         assert_error(b, status, &body, 404, 5, "NOT_FOUND");
     }
 }
@@ -837,27 +736,15 @@ async fn list_filters() {
             set(&[&a, &a1, &a2, &a11, &a111, &bb, &b1]),
             "[{b}] everything"
         );
-        assert_eq!(
-            list("name=eng".into()).await,
-            set(&[&a1, &a11, &b1]),
-            "[{b}] name"
-        );
-        assert_eq!(
-            list("name=nothing".into()).await,
-            set(&[]),
-            "[{b}] name none"
-        );
+        assert_eq!(list("name=eng".into()).await, set(&[&a1, &a11, &b1]), "[{b}] name");
+        assert_eq!(list("name=nothing".into()).await, set(&[]), "[{b}] name none");
         // descendants_of includes the group itself.
         let d = list(format!("uidp.descendants_of={a}")).await;
         assert!(
             d.contains(&a),
             "[{b}] descendants_of must include the group itself: {d:?}"
         );
-        assert_eq!(
-            d,
-            set(&[&a, &a1, &a2, &a11, &a111]),
-            "[{b}] descendants_of root"
-        );
+        assert_eq!(d, set(&[&a, &a1, &a2, &a11, &a111]), "[{b}] descendants_of root");
         assert_eq!(
             list(format!("uidp.descendants_of={a1}")).await,
             set(&[&a1, &a11, &a111]),
@@ -903,16 +790,8 @@ async fn list_filters() {
             set(&[]),
             "[{b}] a root has no ancestors"
         );
-        assert_eq!(
-            list("uidp.in_root=true".into()).await,
-            set(&[&a, &bb]),
-            "[{b}] in_root"
-        );
-        assert_eq!(
-            list("uidp.inRoot=true".into()).await,
-            set(&[&a, &bb]),
-            "[{b}] inRoot"
-        );
+        assert_eq!(list("uidp.in_root=true".into()).await, set(&[&a, &bb]), "[{b}] in_root");
+        assert_eq!(list("uidp.inRoot=true".into()).await, set(&[&a, &bb]), "[{b}] inRoot");
         assert_eq!(
             list(format!("uidp.ids={a1}&uidp.ids={b1}")).await,
             set(&[&a1, &b1]),
@@ -923,11 +802,7 @@ async fn list_filters() {
             set(&[&a1, &a111]),
             "[{b}] comma ids"
         );
-        assert_eq!(
-            list(format!("uidp.ids={a2}")).await,
-            set(&[&a2]),
-            "[{b}] one id"
-        );
+        assert_eq!(list(format!("uidp.ids={a2}")).await, set(&[&a2]), "[{b}] one id");
         // Filters combine with AND.
         assert_eq!(
             list(format!("uidp.descendants_of={a}&name=eng")).await,
@@ -940,10 +815,7 @@ async fn list_filters() {
             "[{b}] desc+root"
         );
         assert_eq!(
-            list(format!(
-                "uidp.ids={a1}&uidp.ids={b1}&uidp.descendants_of={a}"
-            ))
-            .await,
+            list(format!("uidp.ids={a1}&uidp.ids={b1}&uidp.descendants_of={a}")).await,
             set(&[&a1]),
             "[{b}] ids+desc"
         );
@@ -971,14 +843,8 @@ async fn list_filters() {
         // At most 1000 ids.
         let many: Vec<String> = (0..1000).map(|i| format!("{i:040x}")).collect();
         let page = get_ok(&s, &format!("{G}?uidp.ids={},{a1}", many[..999].join(","))).await;
-        assert_eq!(
-            page_uids(&page),
-            vec![a1.clone()],
-            "[{b}] 1000 ids are accepted"
-        );
-        let (status, body) = s
-            .get(&format!("{G}?uidp.ids={},{a1}", many.join(",")))
-            .await;
+        assert_eq!(page_uids(&page), vec![a1.clone()], "[{b}] 1000 ids are accepted");
+        let (status, body) = s.get(&format!("{G}?uidp.ids={},{a1}", many.join(","))).await;
         assert_invalid_field(b, status, &body, "uidp.ids");
     }
 }
@@ -1025,9 +891,7 @@ async fn list_parameter_validation() {
         // ...on other routes too.
         let (status, body) = s.get(&format!("{G}/{}?foo=bar", uid(&org))).await;
         assert_error(b, status, &body, 400, 3, "INVALID_ARGUMENT");
-        let (status, body) = s
-            .post(&format!("{G}?foo=bar"), json!({ "name": "q" }))
-            .await;
+        let (status, body) = s.post(&format!("{G}?foo=bar"), json!({ "name": "q" })).await;
         assert_error(b, status, &body, 400, 3, "INVALID_ARGUMENT");
 
         // Accepted order_by forms.
@@ -1063,9 +927,7 @@ async fn order_by_orders_results() {
         let ou = uid(&org);
         // Names out of creation order, with duplicates (ties broken by uid).
         let mut members = vec![org];
-        for n in [
-            "zeta", "alpha", "mid", "alpha", "b-c", "b.c", "b_c", "b c", "zeta",
-        ] {
+        for n in ["zeta", "alpha", "mid", "alpha", "b-c", "b.c", "b_c", "b c", "zeta"] {
             s.clock.advance_millis(2);
             members.push(s.create_group(Some(&ou), n).await);
         }
@@ -1094,25 +956,13 @@ async fn order_by_orders_results() {
             "updated_at asc",
             "update_time desc",
         ] {
-            let page = get_ok(
-                &s,
-                &format!("{G}?uidp.descendants_of={ou}&order_by={}", enc(o)),
-            )
-            .await;
+            let page = get_ok(&s, &format!("{G}?uidp.descendants_of={ou}&order_by={}", enc(o))).await;
             let expected = sorted_uids(&members, if o.is_empty() { "uid" } else { o });
             assert_eq!(page_uids(&page), expected, "[{b}] order_by={o:?}");
         }
         // camelCase orderBy.
-        let page = get_ok(
-            &s,
-            &format!("{G}?uidp.descendantsOf={ou}&orderBy={}", enc("name desc")),
-        )
-        .await;
-        assert_eq!(
-            page_uids(&page),
-            sorted_uids(&members, "name desc"),
-            "[{b}] orderBy"
-        );
+        let page = get_ok(&s, &format!("{G}?uidp.descendantsOf={ou}&orderBy={}", enc("name desc"))).await;
+        assert_eq!(page_uids(&page), sorted_uids(&members, "name desc"), "[{b}] orderBy");
     }
 }
 
@@ -1129,27 +979,15 @@ async fn page_size_default_and_maximum() {
 
         // Default page size: 50.
         let page = get_ok(&s, &format!("{G}?uidp.descendants_of={ou}")).await;
-        assert_eq!(
-            page["groups"].as_array().unwrap().len(),
-            50,
-            "[{b}] default page size"
-        );
+        assert_eq!(page["groups"].as_array().unwrap().len(), 50, "[{b}] default page size");
         assert_eq!(page["totalCount"], "61", "[{b}]");
         let token = next_token(&page).unwrap_or_else(|| panic!("[{b}] nextPageToken expected"));
-        let page2 = get_ok(
-            &s,
-            &format!("{G}?uidp.descendants_of={ou}&page_token={}", enc(&token)),
-        )
-        .await;
+        let page2 = get_ok(&s, &format!("{G}?uidp.descendants_of={ou}&page_token={}", enc(&token))).await;
         assert_eq!(page2["groups"].as_array().unwrap().len(), 11, "[{b}] rest");
         assert_eq!(next_token(&page2), None, "[{b}] last page");
         // page_size=0 is the default as well.
         let page = get_ok(&s, &format!("{G}?uidp.descendants_of={ou}&page_size=0")).await;
-        assert_eq!(
-            page["groups"].as_array().unwrap().len(),
-            50,
-            "[{b}] page_size=0"
-        );
+        assert_eq!(page["groups"].as_array().unwrap().len(), 50, "[{b}] page_size=0");
 
         // Large page sizes are accepted and return everything when fewer than 200 match.
         for q in ["page_size=500", "pageSize=200", "page_size=2147483647"] {
@@ -1166,19 +1004,12 @@ async fn page_size_default_and_maximum() {
             create_many(&s, &ou, &names).await;
             eprintln!("[{b}] created 141 more groups in {:?}", started.elapsed());
             let page = get_ok(&s, &format!("{G}?uidp.descendants_of={ou}&page_size=500")).await;
-            assert_eq!(
-                page["groups"].as_array().unwrap().len(),
-                200,
-                "[{b}] coerced to 200"
-            );
+            assert_eq!(page["groups"].as_array().unwrap().len(), 200, "[{b}] coerced to 200");
             assert_eq!(page["totalCount"], "202", "[{b}]");
             let token = next_token(&page).unwrap_or_else(|| panic!("[{b}] more follow"));
             let page2 = get_ok(
                 &s,
-                &format!(
-                    "{G}?uidp.descendants_of={ou}&page_size=500&page_token={}",
-                    enc(&token)
-                ),
+                &format!("{G}?uidp.descendants_of={ou}&page_size=500&page_token={}", enc(&token)),
             )
             .await;
             assert_eq!(page2["groups"].as_array().unwrap().len(), 2, "[{b}]");
@@ -1214,21 +1045,11 @@ async fn pagination_walks_every_match_once_in_order() {
         let (ou, members) = small_tree(&s, "pages").await;
         let _noise = small_tree(&s, "noise").await;
         let total = members.len();
-        for order in [
-            "",
-            "uid desc",
-            "name",
-            "name desc",
-            "create_time desc",
-            "update_time",
-        ] {
+        for order in ["", "uid desc", "name", "name desc", "create_time desc", "update_time"] {
             let expected = sorted_uids(&members, if order.is_empty() { "uid" } else { order });
             for size in [1usize, 2, 7] {
                 let size_s = size.to_string();
-                let mut params = vec![
-                    ("uidp.descendants_of", ou.as_str()),
-                    ("page_size", size_s.as_str()),
-                ];
+                let mut params = vec![("uidp.descendants_of", ou.as_str()), ("page_size", size_s.as_str())];
                 if !order.is_empty() {
                     params.push(("order_by", order));
                 }
@@ -1243,11 +1064,7 @@ async fn pagination_walks_every_match_once_in_order() {
                 for (i, p) in pages.iter().enumerate() {
                     let n = p["groups"].as_array().unwrap().len();
                     assert!(n <= size, "[{b}] page {i} has {n} > {size}");
-                    assert_eq!(
-                        p["totalCount"],
-                        total.to_string(),
-                        "[{b}] totalCount on page {i}"
-                    );
+                    assert_eq!(p["totalCount"], total.to_string(), "[{b}] totalCount on page {i}");
                     assert_eq!(p["skipped"], 0, "[{b}]");
                 }
                 // The last page's token is absent or "".
@@ -1282,53 +1099,27 @@ async fn pagination_walks_every_match_once_in_order() {
         let t = next_token(&p1).unwrap();
         let p2 = get_ok(
             &s,
-            &format!(
-                "{G}?uidp.descendants_of={ou}&page_size=5&page_token={}",
-                enc(&t)
-            ),
+            &format!("{G}?uidp.descendants_of={ou}&page_size=5&page_token={}", enc(&t)),
         )
         .await;
         let uid_order = sorted_uids(&members, "uid");
         assert_eq!(page_uids(&p1), uid_order[..3], "[{b}]");
-        assert_eq!(
-            page_uids(&p2),
-            uid_order[3..8],
-            "[{b}] page size changed mid-walk"
-        );
+        assert_eq!(page_uids(&p2), uid_order[3..8], "[{b}] page size changed mid-walk");
 
         // skip: two from the cursor position, echoed as `skipped`.
         let order = sorted_uids(&members, "name desc");
-        let base = format!(
-            "{G}?uidp.descendants_of={ou}&order_by={}&page_size=3",
-            enc("name desc")
-        );
+        let base = format!("{G}?uidp.descendants_of={ou}&order_by={}&page_size=3", enc("name desc"));
         let p1 = get_ok(&s, &format!("{base}&skip=2")).await;
-        assert_eq!(
-            page_uids(&p1),
-            order[2..5],
-            "[{b}] skip=2 on the first page"
-        );
+        assert_eq!(page_uids(&p1), order[2..5], "[{b}] skip=2 on the first page");
         assert_eq!(p1["skipped"], json!(2), "[{b}] {p1}");
-        assert_eq!(
-            p1["totalCount"],
-            total.to_string(),
-            "[{b}] totalCount ignores skip"
-        );
+        assert_eq!(p1["totalCount"], total.to_string(), "[{b}] totalCount ignores skip");
         let t = next_token(&p1).unwrap();
         let p2 = get_ok(&s, &format!("{base}&skip=2&page_token={}", enc(&t))).await;
-        assert_eq!(
-            page_uids(&p2),
-            order[7..10],
-            "[{b}] skip=2 after the cursor"
-        );
+        assert_eq!(page_uids(&p2), order[7..10], "[{b}] skip=2 after the cursor");
         assert_eq!(p2["skipped"], json!(2), "[{b}]");
         let t = next_token(&p2).unwrap();
         let p3 = get_ok(&s, &format!("{base}&page_token={}", enc(&t))).await;
-        assert_eq!(
-            page_uids(&p3),
-            order[10..13],
-            "[{b}] no skip after the cursor"
-        );
+        assert_eq!(page_uids(&p3), order[10..13], "[{b}] no skip after the cursor");
         // Skipping past the end.
         let p = get_ok(&s, &format!("{base}&skip=100")).await;
         assert!(page_uids(&p).is_empty(), "[{b}] {p}");
@@ -1354,11 +1145,7 @@ async fn pagination_is_stable_under_concurrent_inserts() {
             let done = Arc::new(AtomicBool::new(false));
             let inserted = Arc::new(AtomicUsize::new(0));
             let writer = {
-                let (http, token, url) = (
-                    s.http.clone(),
-                    s.token.clone(),
-                    format!("{}{G}/{ou}", s.base),
-                );
+                let (http, token, url) = (s.http.clone(), s.token.clone(), format!("{}{G}/{ou}", s.base));
                 let (stop, done, inserted) = (stop.clone(), done.clone(), inserted.clone());
                 tokio::spawn(async move {
                     let mut i = 0u32;
@@ -1381,10 +1168,7 @@ async fn pagination_is_stable_under_concurrent_inserts() {
             };
             // Everything that exists before the walk starts.
             let snapshot = get_ok(&s, &format!("{G}?uidp.descendants_of={ou}&page_size=200")).await;
-            assert!(
-                next_token(&snapshot).is_none(),
-                "[{b}] snapshot fits in one page"
-            );
+            assert!(next_token(&snapshot).is_none(), "[{b}] snapshot fits in one page");
             let before = set_of(page_uids(&snapshot));
 
             let mut seen: BTreeMap<String, usize> = BTreeMap::new();
@@ -1394,16 +1178,11 @@ async fn pagination_is_stable_under_concurrent_inserts() {
                 // Let the writer insert at least one group between pages.
                 let n = inserted.load(Ordering::SeqCst);
                 let deadline = Instant::now() + Duration::from_secs(10);
-                while inserted.load(Ordering::SeqCst) == n
-                    && !done.load(Ordering::SeqCst)
-                    && Instant::now() < deadline
+                while inserted.load(Ordering::SeqCst) == n && !done.load(Ordering::SeqCst) && Instant::now() < deadline
                 {
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 }
-                let mut q = format!(
-                    "{G}?uidp.descendants_of={ou}&page_size=3&order_by={}",
-                    enc(order)
-                );
+                let mut q = format!("{G}?uidp.descendants_of={ou}&page_size=3&order_by={}", enc(order));
                 if let Some(t) = &token {
                     q.push_str(&format!("&page_token={}", enc(t)));
                 }
@@ -1456,9 +1235,7 @@ async fn page_tokens_are_bound_signed_durable_and_expire() {
             chars[pos] = if orig == 'A' { 'B' } else { 'A' };
             let tampered: String = chars.iter().collect();
             chars[pos] = orig;
-            let (status, body) = s
-                .get(&format!("{base}&page_token={}", enc(&tampered)))
-                .await;
+            let (status, body) = s.get(&format!("{base}&page_token={}", enc(&tampered))).await;
             assert_invalid_field(b, status, &body, "page_token");
         }
         for garbage in ["garbage", "!!!", "AAAA", "A".repeat(5000).as_str()] {
@@ -1472,10 +1249,7 @@ async fn page_tokens_are_bound_signed_durable_and_expire() {
             format!("{G}?uidp.descendants_of={child}&order_by=name&page_size=4"),
             format!("{G}?uidp.descendants_of={ou}&name=n1&order_by=name&page_size=4"),
             format!("{G}?order_by=name&page_size=4"),
-            format!(
-                "{G}?uidp.descendants_of={ou}&order_by={}&page_size=4",
-                enc("name desc")
-            ),
+            format!("{G}?uidp.descendants_of={ou}&order_by={}&page_size=4", enc("name desc")),
             format!("{G}?uidp.descendants_of={ou}&order_by=uid&page_size=4"),
             format!("{G}?uidp.descendants_of={ou}&page_size=4"),
             format!("{G}?uidp.descendants_of={ou}&uidp.in_root=true&order_by=name&page_size=4"),
@@ -1500,19 +1274,11 @@ async fn page_tokens_are_bound_signed_durable_and_expire() {
             let r = s.replica().await;
             let (status, p) = r.get(&format!("{base}&page_token={}", enc(&token))).await;
             assert_eq!(status, StatusCode::OK, "[{b}] replica: {p}");
-            assert_eq!(
-                page_uids(&p),
-                order[4..8],
-                "[{b}] replica continues the walk"
-            );
+            assert_eq!(page_uids(&p), order[4..8], "[{b}] replica continues the walk");
             // A replica's token works back on the first server.
             let t = next_token(&p).expect("replica token");
             let p3 = get_ok(&s, &format!("{base}&page_token={}", enc(&t))).await;
-            assert_eq!(
-                page_uids(&p3),
-                order[8..12],
-                "[{b}] replica token on the primary"
-            );
+            assert_eq!(page_uids(&p3), order[8..12], "[{b}] replica token on the primary");
         }
 
         // Survives a restart.
@@ -1524,30 +1290,16 @@ async fn page_tokens_are_bound_signed_durable_and_expire() {
         s.clock.advance_millis(3 * 24 * 60 * 60 * 1000 + 60_000);
         let fresh = s.ward().admin_token().expect("mint");
         let (status, p) = s
-            .call_as(
-                &fresh,
-                Method::GET,
-                &format!("{base}&page_token={}", enc(&token)),
-                None,
-            )
+            .call_as(&fresh, Method::GET, &format!("{base}&page_token={}", enc(&token)), None)
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] expired token: {p}");
-        assert_eq!(
-            page_uids(&p),
-            order[..4],
-            "[{b}] expired token restarts from page one"
-        );
+        assert_eq!(page_uids(&p), order[..4], "[{b}] expired token restarts from page one");
         assert_eq!(p["totalCount"], members.len().to_string(), "[{b}]");
         assert!(next_token(&p).is_some(), "[{b}] a new token is issued");
         // And the new token continues normally.
         let t = next_token(&p).unwrap();
         let (status, p) = s
-            .call_as(
-                &fresh,
-                Method::GET,
-                &format!("{base}&page_token={}", enc(&t)),
-                None,
-            )
+            .call_as(&fresh, Method::GET, &format!("{base}&page_token={}", enc(&t)), None)
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] {p}");
         assert_eq!(page_uids(&p), order[4..8], "[{b}]");
@@ -1603,25 +1355,16 @@ async fn body_handling() {
         assert_eq!(status, StatusCode::OK, "[{b}] {body}");
 
         // Too large.
-        let big = serde_json::to_vec(
-            &json!({ "name": "big", "description": "x".repeat(1024 * 1024 + 16) }),
-        )
-        .unwrap();
+        let big = serde_json::to_vec(&json!({ "name": "big", "description": "x".repeat(1024 * 1024 + 16) })).unwrap();
         for (method, path) in [(Method::POST, G.to_owned()), (Method::PATCH, gpath.clone())] {
             let (status, body) = raw(&s, method, &path, json_ct, big.clone()).await;
             assert_aip193(b, status, &body, 413);
         }
         // Just under the limit is read (and unknown fields are ignored).
-        let near =
-            serde_json::to_vec(&json!({ "name": "near", "padding": "y".repeat(1024 * 1024 - 64) }))
-                .unwrap();
+        let near = serde_json::to_vec(&json!({ "name": "near", "padding": "y".repeat(1024 * 1024 - 64) })).unwrap();
         assert!(near.len() <= 1024 * 1024, "test body size");
         let (status, body) = raw(&s, Method::POST, G, json_ct, near).await;
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "[{b}] a body under 1 MiB is accepted: {body}"
-        );
+        assert_eq!(status, StatusCode::OK, "[{b}] a body under 1 MiB is accepted: {body}");
 
         // Unknown fields are ignored.
         let (status, body) = s
@@ -1630,16 +1373,10 @@ async fn body_handling() {
                 json!({ "name": "extra", "bogus": 1, "nested": { "a": [1, 2] }, "kindOf": "x" }),
             )
             .await;
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "[{b}] unknown fields ignored: {body}"
-        );
+        assert_eq!(status, StatusCode::OK, "[{b}] unknown fields ignored: {body}");
         assert_eq!(body["name"], "extra", "[{b}]");
         assert!(body.get("bogus").is_none(), "[{b}]");
-        let (status, body) = s
-            .patch(&gpath, json!({ "description": "d", "whatever": true }))
-            .await;
+        let (status, body) = s.patch(&gpath, json!({ "description": "d", "whatever": true })).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {body}");
         assert_eq!(body["description"], "d", "[{b}]");
         assert_eq!(body["name"], "bodies", "[{b}]");
@@ -1655,19 +1392,11 @@ async fn unknown_routes_and_methods() {
     for s in common::servers().await {
         let b = s.backend;
         let org = s.create_group(None, "routes").await;
-        for path in [
-            "/iam/v2beta1/nothing",
-            "/nope",
-            "/iam/v3/groups",
-            "/iam/v2beta1/group",
-        ] {
+        for path in ["/iam/v2beta1/nothing", "/nope", "/iam/v3/groups", "/iam/v2beta1/group"] {
             let (status, body) = s.get(path).await;
             assert_error(b, status, &body, 404, 5, "NOT_FOUND");
             assert!(
-                body["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .starts_with("Not found: "),
+                body["message"].as_str().unwrap_or_default().starts_with("Not found: "),
                 "[{b}] {body}"
             );
         }
@@ -1676,9 +1405,7 @@ async fn unknown_routes_and_methods() {
             G.to_owned(),
             format!("/iam/v2/groups/{}", uid(&org)),
         ] {
-            let (status, body) = s
-                .call(Method::PUT, &path, Some(json!({ "name": "x" })))
-                .await;
+            let (status, body) = s.call(Method::PUT, &path, Some(json!({ "name": "x" }))).await;
             assert_aip193(b, status, &body, 405);
             assert_error(b, status, &body, 405, 12, "UNIMPLEMENTED");
         }
@@ -1741,10 +1468,7 @@ async fn check_case(s: &TestServer, c: &Case) -> Result<(), proptest::test_runne
 
     let size = c.page_size.to_string();
     let skip = c.skip.to_string();
-    let mut params = vec![
-        ("uidp.descendants_of", target.as_str()),
-        ("page_size", size.as_str()),
-    ];
+    let mut params = vec![("uidp.descendants_of", target.as_str()), ("page_size", size.as_str())];
     if !order.is_empty() {
         params.push(("order_by", order));
     }

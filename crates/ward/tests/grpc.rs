@@ -17,8 +17,7 @@ use tonic_types::StatusExt;
 use ward_proto::common::UidpFilter;
 use ward_proto::iam::v2::groups_service_client::GroupsServiceClient;
 use ward_proto::iam::v2::{
-    CreateGroupRequest, DeleteGroupRequest, GetGroupRequest, Group, ListGroupsRequest,
-    UpdateGroupRequest,
+    CreateGroupRequest, DeleteGroupRequest, GetGroupRequest, Group, ListGroupsRequest, UpdateGroupRequest,
 };
 use ward_proto::iam::v2beta1::groups_service_client::GroupsServiceClient as BetaGroupsServiceClient;
 
@@ -81,21 +80,14 @@ async fn create(c: &mut V2, parent: &str, name: &str, description: &str) -> Grou
 }
 
 async fn get(c: &mut V2, uid: &str) -> Result<Group, Status> {
-    c.get_group(GetGroupRequest {
-        uid: uid.to_owned(),
-    })
-    .await
-    .map(tonic::Response::into_inner)
+    c.get_group(GetGroupRequest { uid: uid.to_owned() })
+        .await
+        .map(tonic::Response::into_inner)
 }
 
 /// Walks every page of a list with `page_size`, checking `total_count` on each
 /// page; returns the uids in order and the number of pages.
-async fn list_all(
-    c: &mut V2,
-    backend: &str,
-    uidp: Option<UidpFilter>,
-    page_size: i32,
-) -> (Vec<String>, usize) {
+async fn list_all(c: &mut V2, backend: &str, uidp: Option<UidpFilter>, page_size: i32) -> (Vec<String>, usize) {
     let mut uids = Vec::new();
     let mut token = String::new();
     let mut pages = 0;
@@ -172,20 +164,12 @@ async fn groups_crud_over_grpc_v2() {
 
         // Get returns exactly what create returned.
         assert_eq!(get(&mut c, &org.uid).await.expect("get org"), org, "[{b}]");
-        assert_eq!(
-            get(&mut c, &team.uid).await.expect("get team"),
-            team,
-            "[{b}]"
-        );
+        assert_eq!(get(&mut c, &team.uid).await.expect("get team"), team, "[{b}]");
 
         // More children so pagination has several pages.
         let mut children = vec![team.uid.clone()];
         for i in 0..3 {
-            children.push(
-                create(&mut c, &org.uid, &format!("child-{i}"), "")
-                    .await
-                    .uid,
-            );
+            children.push(create(&mut c, &org.uid, &format!("child-{i}"), "").await.uid);
         }
         let mut everything = children.clone();
         everything.push(org.uid.clone());
@@ -225,10 +209,7 @@ async fn groups_crud_over_grpc_v2() {
         assert_eq!(masked.name, "team", "[{b}] name is outside the mask");
         assert_eq!(masked.description, "new description");
         assert_eq!(masked.uid, team.uid);
-        assert_eq!(
-            masked.create_time, team.create_time,
-            "[{b}] create_time is immutable"
-        );
+        assert_eq!(masked.create_time, team.create_time, "[{b}] create_time is immutable");
         assert!(masked.update_time >= team.update_time);
         assert_eq!(
             get(&mut c, &team.uid).await.expect("get"),
@@ -280,11 +261,9 @@ async fn groups_crud_over_grpc_v2() {
         }
         let st = get(&mut c, &team.uid).await.expect_err("deleted");
         assert_eq!(st.code(), Code::NotFound, "[{b}] {st:?}");
-        c.delete_group(DeleteGroupRequest {
-            uid: org.uid.clone(),
-        })
-        .await
-        .unwrap_or_else(|e| panic!("[{b}] delete org: {e:?}"));
+        c.delete_group(DeleteGroupRequest { uid: org.uid.clone() })
+            .await
+            .unwrap_or_else(|e| panic!("[{b}] delete org: {e:?}"));
         let (left, _) = list_all(&mut c, b, None, 10).await;
         assert!(left.is_empty(), "[{b}] everything deleted: {left:?}");
     }
@@ -310,9 +289,7 @@ async fn v2beta1_package_serves_the_same_groups() {
         assert!(team.uid.starts_with(&org.uid));
 
         let got = bc
-            .get_group(GetGroupRequest {
-                uid: team.uid.clone(),
-            })
+            .get_group(GetGroupRequest { uid: team.uid.clone() })
             .await
             .expect("beta get")
             .into_inner();
@@ -341,10 +318,7 @@ async fn v2beta1_package_serves_the_same_groups() {
             .expect("beta list page 2")
             .into_inner();
         assert_eq!(next.groups.len(), 1);
-        assert!(
-            next.next_page_token.is_empty(),
-            "[{b}] two groups, two pages"
-        );
+        assert!(next.next_page_token.is_empty(), "[{b}] two groups, two pages");
         assert_ne!(list.groups[0].uid, next.groups[0].uid);
 
         let updated = bc
@@ -366,23 +340,17 @@ async fn v2beta1_package_serves_the_same_groups() {
         assert_eq!(updated.description, "beta description");
 
         let st = bc
-            .delete_group(DeleteGroupRequest {
-                uid: org.uid.clone(),
-            })
+            .delete_group(DeleteGroupRequest { uid: org.uid.clone() })
             .await
             .expect_err("org has a child");
         assert_eq!(st.code(), Code::FailedPrecondition, "[{b}] {st:?}");
 
-        bc.delete_group(DeleteGroupRequest {
-            uid: team.uid.clone(),
-        })
-        .await
-        .expect("beta delete child");
-        bc.delete_group(DeleteGroupRequest {
-            uid: org.uid.clone(),
-        })
-        .await
-        .expect("beta delete org");
+        bc.delete_group(DeleteGroupRequest { uid: team.uid.clone() })
+            .await
+            .expect("beta delete child");
+        bc.delete_group(DeleteGroupRequest { uid: org.uid.clone() })
+            .await
+            .expect("beta delete org");
         let st = get(&mut c, &org.uid).await.expect_err("gone");
         assert_eq!(st.code(), Code::NotFound, "[{b}]");
     }
@@ -398,27 +366,15 @@ async fn missing_or_bad_token_is_unauthenticated() {
         for token in [None, Some("not-a-jwt"), Some("")] {
             let mut c = v2_as(&s, token).await;
             let st = get(&mut c, &uid).await.expect_err("no valid token");
-            assert_eq!(
-                st.code(),
-                Code::Unauthenticated,
-                "[{b}] token {token:?}: {st:?}"
-            );
+            assert_eq!(st.code(), Code::Unauthenticated, "[{b}] token {token:?}: {st:?}");
             let d = st.get_error_details();
-            let info = d
-                .error_info()
-                .unwrap_or_else(|| panic!("[{b}] ErrorInfo: {st:?}"));
+            let info = d.error_info().unwrap_or_else(|| panic!("[{b}] ErrorInfo: {st:?}"));
             assert_eq!(info.reason, "UNAUTHENTICATED");
             assert_eq!(info.domain, DOMAIN);
 
-            let st = c
-                .list_groups(ListGroupsRequest::default())
-                .await
-                .expect_err("no token");
+            let st = c.list_groups(ListGroupsRequest::default()).await.expect_err("no token");
             assert_eq!(st.code(), Code::Unauthenticated, "[{b}] list {token:?}");
-            let st = c
-                .create_group(create_req("", "x", ""))
-                .await
-                .expect_err("no token");
+            let st = c.create_group(create_req("", "x", "")).await.expect_err("no token");
             assert_eq!(st.code(), Code::Unauthenticated, "[{b}] create {token:?}");
             let st = c
                 .delete_group(DeleteGroupRequest { uid: uid.clone() })
@@ -433,10 +389,8 @@ async fn missing_or_bad_token_is_unauthenticated() {
         // A per-request header works as well as the interceptor.
         let mut plain = GroupsServiceClient::new(channel(&s).await);
         let mut req = Request::new(GetGroupRequest { uid: uid.clone() });
-        req.metadata_mut().insert(
-            "authorization",
-            format!("Bearer {}", s.token).parse().unwrap(),
-        );
+        req.metadata_mut()
+            .insert("authorization", format!("Bearer {}", s.token).parse().unwrap());
         let g = plain
             .get_group(req)
             .await
@@ -457,14 +411,10 @@ async fn invalid_name_is_invalid_argument_with_bad_request() {
                 .expect_err("invalid name");
             assert_eq!(st.code(), Code::InvalidArgument, "[{b}] {name:?}: {st:?}");
             let d = st.get_error_details();
-            let info = d
-                .error_info()
-                .unwrap_or_else(|| panic!("[{b}] ErrorInfo in {st:?}"));
+            let info = d.error_info().unwrap_or_else(|| panic!("[{b}] ErrorInfo in {st:?}"));
             assert_eq!(info.reason, "INVALID_ARGUMENT");
             assert_eq!(info.domain, DOMAIN);
-            let br = d
-                .bad_request()
-                .unwrap_or_else(|| panic!("[{b}] BadRequest in {st:?}"));
+            let br = d.bad_request().unwrap_or_else(|| panic!("[{b}] BadRequest in {st:?}"));
             let v = br
                 .field_violations
                 .iter()
@@ -478,10 +428,7 @@ async fn invalid_name_is_invalid_argument_with_bad_request() {
         assert_eq!(st.code(), Code::InvalidArgument, "[{b}] {st:?}");
         let d = st.get_error_details();
         let br = d.bad_request().expect("BadRequest");
-        assert!(
-            br.field_violations.iter().any(|v| v.field == "uid"),
-            "[{b}] {br:?}"
-        );
+        assert!(br.field_violations.iter().any(|v| v.field == "uid"), "[{b}] {br:?}");
 
         // So does a malformed parent, alongside the name.
         let st = c
@@ -497,10 +444,7 @@ async fn invalid_name_is_invalid_argument_with_bad_request() {
             .iter()
             .map(|v| v.field.clone())
             .collect();
-        assert!(
-            fields.contains("parent") && fields.contains("name"),
-            "[{b}] {fields:?}"
-        );
+        assert!(fields.contains("parent") && fields.contains("name"), "[{b}] {fields:?}");
 
         // Nothing was created.
         let (all, _) = list_all(&mut c, b, None, 10).await;
@@ -517,15 +461,12 @@ async fn delete_with_child_is_failed_precondition() {
         let team = create(&mut c, &org.uid, "team", "").await;
 
         let st = c
-            .delete_group(DeleteGroupRequest {
-                uid: org.uid.clone(),
-            })
+            .delete_group(DeleteGroupRequest { uid: org.uid.clone() })
             .await
             .expect_err("org has a child");
         assert_eq!(st.code(), Code::FailedPrecondition, "[{b}] {st:?}");
         assert!(
-            st.message()
-                .contains("cannot delete group with child groups"),
+            st.message().contains("cannot delete group with child groups"),
             "[{b}] {st:?}"
         );
         let d = st.get_error_details();
@@ -637,15 +578,9 @@ async fn grpc_and_rest_see_the_same_groups() {
         assert_eq!(got.description, "changed over rest");
         assert_eq!(serde_json::to_value(&got).unwrap(), body, "[{b}]");
 
-        let (status, list) = s
-            .get(&format!("/iam/v2/groups?uidp.children_of={}", org.uid))
-            .await;
+        let (status, list) = s.get(&format!("/iam/v2/groups?uidp.children_of={}", org.uid)).await;
         assert_eq!(status, StatusCode::OK);
-        assert_eq!(
-            list["groups"].as_array().map(Vec::len),
-            Some(2),
-            "[{b}] {list}"
-        );
+        assert_eq!(list["groups"].as_array().map(Vec::len), Some(2), "[{b}] {list}");
     }
 }
 
@@ -669,15 +604,9 @@ async fn reflection_lists_both_groups_services() {
             .await
             .unwrap_or_else(|e| panic!("[{b}] reflection: {e:?}"))
             .into_inner();
-        let resp = stream
-            .message()
-            .await
-            .expect("reflection reply")
-            .expect("one reply");
+        let resp = stream.message().await.expect("reflection reply").expect("one reply");
         let names: BTreeSet<String> = match resp.message_response {
-            Some(MessageResponse::ListServicesResponse(l)) => {
-                l.service.into_iter().map(|s| s.name).collect()
-            }
+            Some(MessageResponse::ListServicesResponse(l)) => l.service.into_iter().map(|s| s.name).collect(),
             other => panic!("[{b}] unexpected reflection reply {other:?}"),
         };
         for want in [
@@ -702,10 +631,7 @@ async fn reflection_lists_both_groups_services() {
         let resp = stream.message().await.expect("reply").expect("one reply");
         match resp.message_response {
             Some(MessageResponse::FileDescriptorResponse(f)) => {
-                assert!(
-                    !f.file_descriptor_proto.is_empty(),
-                    "[{b}] empty descriptor set"
-                )
+                assert!(!f.file_descriptor_proto.is_empty(), "[{b}] empty descriptor set")
             }
             other => panic!("[{b}] unexpected reflection reply {other:?}"),
         }

@@ -30,8 +30,7 @@ const BINDING_TYPE: &str = "iam.chainguard.dev/RoleBinding";
 const DOMAIN: &str = "iam.chainguard.dev";
 
 /// An Ed25519 public key as a JWKS document (static-keys identities).
-const JWKS: &str =
-    r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}"#;
+const JWKS: &str = r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}"#;
 
 const BUILTIN_NAMES: [&str; 6] = [
     "editor",
@@ -79,9 +78,7 @@ fn enc(s: &str) -> String {
 }
 
 fn is_hex(s: &str, len: usize) -> bool {
-    s.len() == len
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Asserts `child` is `parent` + "/" + 16 lowercase hex digits.
@@ -128,8 +125,7 @@ fn assert_invalid_field(backend: &str, status: StatusCode, body: &Value, field: 
 /// 404 / NOT_FOUND with a ResourceInfo of `ty` naming `name`.
 fn assert_not_found(backend: &str, status: StatusCode, body: &Value, ty: &str, name: &str) {
     assert_error(backend, status, body, 404, 5, "NOT_FOUND");
-    let ri = detail(body, "ResourceInfo")
-        .unwrap_or_else(|| panic!("[{backend}] no ResourceInfo: {body}"));
+    let ri = detail(body, "ResourceInfo").unwrap_or_else(|| panic!("[{backend}] no ResourceInfo: {body}"));
     assert_eq!(ri["resourceType"], ty, "[{backend}] {body}");
     assert_eq!(ri["resourceName"], name, "[{backend}] {body}");
 }
@@ -186,10 +182,7 @@ fn set<I: IntoIterator<Item = S>, S: Into<String>>(v: I) -> BTreeSet<String> {
 /// A JSON timestamp `offset_ms` from the server's now.
 fn ts(s: &TestServer, offset_ms: i64) -> Value {
     use ward_core::clock::Clock as _;
-    serde_json::to_value(ward_proto::Timestamp::from_millis(
-        s.clock.now_millis() + offset_ms,
-    ))
-    .expect("timestamp json")
+    serde_json::to_value(ward_proto::Timestamp::from_millis(s.clock.now_millis() + offset_ms)).expect("timestamp json")
 }
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
@@ -209,12 +202,7 @@ async fn create_identity(s: &TestServer, group: &str, name: &str) -> Value {
             }),
         )
         .await;
-    assert_eq!(
-        status,
-        StatusCode::OK,
-        "[{}] create identity {name}: {body}",
-        s.backend
-    );
+    assert_eq!(status, StatusCode::OK, "[{}] create identity {name}: {body}", s.backend);
     body
 }
 
@@ -226,12 +214,7 @@ async fn create_role(s: &TestServer, group: &str, name: &str, caps: &[&str]) -> 
             json!({ "name": name, "description": format!("the {name} role"), "capabilities": caps }),
         )
         .await;
-    assert_eq!(
-        status,
-        StatusCode::OK,
-        "[{}] create role {name}: {body}",
-        s.backend
-    );
+    assert_eq!(status, StatusCode::OK, "[{}] create role {name}: {body}", s.backend);
     body
 }
 
@@ -345,11 +328,7 @@ async fn identities_create_get_and_shape() {
 
         // Stored as returned, on both API versions.
         assert_eq!(get_ok(&s, &format!("{ID}/{iu}")).await, id, "[{b}]");
-        assert_eq!(
-            get_ok(&s, &format!("/iam/v2/identities/{iu}")).await,
-            id,
-            "[{b}]"
-        );
+        assert_eq!(get_ok(&s, &format!("/iam/v2/identities/{iu}")).await, id, "[{b}]");
 
         // Patterns are stored as given (they are anchored when matched).
         let (status, pat) = s
@@ -380,15 +359,10 @@ async fn identities_create_get_and_shape() {
             "[{b}] {pat}"
         );
         assert!(
-            cm.get("issuer").is_none_or(Value::is_null)
-                && cm.get("subject").is_none_or(Value::is_null),
+            cm.get("issuer").is_none_or(Value::is_null) && cm.get("subject").is_none_or(Value::is_null),
             "[{b}] a oneof holds one value: {pat}"
         );
-        assert_eq!(
-            get_ok(&s, &format!("{ID}/{}", uid(&pat))).await,
-            pat,
-            "[{b}]"
-        );
+        assert_eq!(get_ok(&s, &format!("{ID}/{}", uid(&pat))).await, pat, "[{b}]");
 
         // Static keys.
         let exp = ts(&s, DAY_MS);
@@ -408,17 +382,11 @@ async fn identities_create_get_and_shape() {
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] static keys: {st}");
         assert_child_uid(b, &ou, &uid(&st));
-        assert_eq!(
-            st["staticKeys"]["issuer"], "https://static.example.com",
-            "[{b}]"
-        );
+        assert_eq!(st["staticKeys"]["issuer"], "https://static.example.com", "[{b}]");
         assert_eq!(st["staticKeys"]["subject"], "robot", "[{b}]");
         assert_eq!(st["staticKeys"]["issuerKeys"], JWKS, "[{b}] {st}");
         assert_eq!(st["staticKeys"]["expirationTime"], exp, "[{b}] {st}");
-        assert!(
-            st.get("claimMatch").is_none_or(Value::is_null),
-            "[{b}] {st}"
-        );
+        assert!(st.get("claimMatch").is_none_or(Value::is_null), "[{b}] {st}");
         assert_eq!(get_ok(&s, &format!("{ID}/{}", uid(&st))).await, st, "[{b}]");
 
         // Under a child group too.
@@ -472,17 +440,11 @@ async fn identities_create_validation() {
 
         // Incomplete claim match.
         let (status, body) = s
-            .post(
-                &path,
-                json!({ "name": "x", "claimMatch": { "subject": "s" } }),
-            )
+            .post(&path, json!({ "name": "x", "claimMatch": { "subject": "s" } }))
             .await;
         assert_invalid_field(b, status, &body, "claim_match.issuer");
         let (status, body) = s
-            .post(
-                &path,
-                json!({ "name": "x", "claimMatch": { "issuer": "i" } }),
-            )
+            .post(&path, json!({ "name": "x", "claimMatch": { "issuer": "i" } }))
             .await;
         assert_invalid_field(b, status, &body, "claim_match.subject");
 
@@ -509,9 +471,7 @@ async fn identities_create_validation() {
                 "claim_match.subject_pattern",
             ),
         ] {
-            let (status, body) = s
-                .post(&path, json!({ "name": "x", "claimMatch": cm }))
-                .await;
+            let (status, body) = s.post(&path, json!({ "name": "x", "claimMatch": cm })).await;
             assert_invalid_field(b, status, &body, field);
         }
         let (status, body) = s
@@ -531,11 +491,7 @@ async fn identities_create_validation() {
                 }),
             )
             .await;
-        for f in [
-            "name",
-            "claim_match.issuer_pattern",
-            "claim_match.subject_pattern",
-        ] {
+        for f in ["name", "claim_match.issuer_pattern", "claim_match.subject_pattern"] {
             assert_invalid_field(b, status, &body, f);
         }
 
@@ -550,29 +506,17 @@ async fn identities_create_validation() {
         // (key, value or None to remove it, field named in the error)
         for (key, value, field) in [
             ("issuerKeys", Some(json!("{}")), "static_keys.issuer_keys"),
-            (
-                "issuerKeys",
-                Some(json!(r#"{"keys":[]}"#)),
-                "static_keys.issuer_keys",
-            ),
+            ("issuerKeys", Some(json!(r#"{"keys":[]}"#)), "static_keys.issuer_keys"),
             (
                 "issuerKeys",
                 Some(json!(r#"{"keys":"nope"}"#)),
                 "static_keys.issuer_keys",
             ),
-            (
-                "issuerKeys",
-                Some(json!("not json")),
-                "static_keys.issuer_keys",
-            ),
+            ("issuerKeys", Some(json!("not json")), "static_keys.issuer_keys"),
             ("issuerKeys", None, "static_keys.issuer_keys"),
             ("issuer", Some(json!("")), "static_keys.issuer"),
             ("subject", None, "static_keys.subject"),
-            (
-                "audiences",
-                Some(json!(["a", "b"])),
-                "static_keys.audiences",
-            ),
+            ("audiences", Some(json!(["a", "b"])), "static_keys.audiences"),
         ] {
             let mut k = good();
             match value {
@@ -640,21 +584,13 @@ async fn identities_list_filters() {
                     let list = get_ok(s, &path).await;
                     let got = set(uids(&list, "identities"));
                     assert_eq!(got, expected, "[{b}] {path}: {list}");
-                    assert_eq!(
-                        list["totalCount"],
-                        expected.len().to_string(),
-                        "[{b}] {path}: {list}"
-                    );
+                    assert_eq!(list["totalCount"], expected.len().to_string(), "[{b}] {path}: {list}");
                 }
             }
         };
         let all = set([&a, &t, &o, &st].map(uid));
         check(String::new(), all.clone()).await;
-        check(
-            format!("?uidp.descendants_of={ou}"),
-            set([&a, &t, &st].map(uid)),
-        )
-        .await;
+        check(format!("?uidp.descendants_of={ou}"), set([&a, &t, &st].map(uid))).await;
         check(format!("?uidp.children_of={ou}"), set([uid(&a)])).await;
         check(format!("?uidp.childrenOf={tu}"), set([&t, &st].map(uid))).await;
         check(
@@ -663,20 +599,12 @@ async fn identities_list_filters() {
         )
         .await;
         check("?name=alpha".into(), set([&a, &o].map(uid))).await;
-        check(
-            format!("?name=alpha&uidp.descendants_of={ou}"),
-            set([uid(&a)]),
-        )
-        .await;
+        check(format!("?name=alpha&uidp.descendants_of={ou}"), set([uid(&a)])).await;
         for rt in ["RELATIONSHIP_TYPE_STATIC", "2"] {
             check(format!("?relationship_type={rt}"), set([uid(&st)])).await;
         }
         for rt in ["RELATIONSHIP_TYPE_CLAIM_MATCH", "1"] {
-            check(
-                format!("?relationshipType={rt}"),
-                set([&a, &t, &o].map(uid)),
-            )
-            .await;
+            check(format!("?relationshipType={rt}"), set([&a, &t, &o].map(uid))).await;
         }
         check(
             format!(
@@ -686,22 +614,14 @@ async fn identities_list_filters() {
             BTreeSet::new(),
         )
         .await;
-        check(
-            "?relationship_type=RELATIONSHIP_TYPE_UNSPECIFIED".into(),
-            all,
-        )
-        .await;
+        check("?relationship_type=RELATIONSHIP_TYPE_UNSPECIFIED".into(), all).await;
         for bad in ["RELATIONSHIP_TYPE_NOPE", "99", "static"] {
             let (status, body) = s.get(&format!("{ID}?relationship_type={bad}")).await;
             assert_invalid_field(b, status, &body, "relationship_type");
         }
 
         // Ordering and pages.
-        let list = get_ok(
-            &s,
-            &format!("{ID}?order_by={}&page_size=2", enc("name desc")),
-        )
-        .await;
+        let list = get_ok(&s, &format!("{ID}?order_by={}&page_size=2", enc("name desc"))).await;
         let names: Vec<&str> = list["identities"]
             .as_array()
             .unwrap()
@@ -749,10 +669,7 @@ async fn identities_patch_and_delete() {
         assert_eq!(status, StatusCode::OK, "[{b}] {p}");
         assert_eq!(p["description"], "changed", "[{b}]");
         assert_eq!(p["name"], id["name"], "[{b}] name unchanged");
-        assert_eq!(
-            p["claimMatch"], id["claimMatch"],
-            "[{b}] relationship unchanged"
-        );
+        assert_eq!(p["claimMatch"], id["claimMatch"], "[{b}] relationship unchanged");
         assert_eq!(p["createTime"], id["createTime"], "[{b}]");
         assert!(
             p["updateTime"].as_str() > id["updateTime"].as_str(),
@@ -803,10 +720,7 @@ async fn identities_patch_and_delete() {
 
         // Unknown mask paths, and validation of what the mask names.
         let (status, body) = s
-            .patch(
-                &format!("{path}?updateMask=descriptoin"),
-                json!({ "description": "x" }),
-            )
+            .patch(&format!("{path}?updateMask=descriptoin"), json!({ "description": "x" }))
             .await;
         assert_invalid_field(b, status, &body, "update_mask");
         let (status, body) = s
@@ -823,11 +737,7 @@ async fn identities_patch_and_delete() {
             )
             .await;
         assert_invalid_field(b, status, &body, "static_keys.issuer_keys");
-        assert_eq!(
-            get_ok(&s, &path).await,
-            p2,
-            "[{b}] rejected updates change nothing"
-        );
+        assert_eq!(get_ok(&s, &path).await, p2, "[{b}] rejected updates change nothing");
 
         // Replacing the claim match.
         tick();
@@ -838,15 +748,9 @@ async fn identities_patch_and_delete() {
             )
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] {p4}");
-        assert_eq!(
-            p4["claimMatch"]["issuer"], "https://new.example.com",
-            "[{b}]"
-        );
+        assert_eq!(p4["claimMatch"]["issuer"], "https://new.example.com", "[{b}]");
         assert_eq!(p4["claimMatch"]["subjectPattern"], "svc-.*", "[{b}] {p4}");
-        assert!(
-            p4["claimMatch"].get("subject").is_none_or(Value::is_null),
-            "[{b}] {p4}"
-        );
+        assert!(p4["claimMatch"].get("subject").is_none_or(Value::is_null), "[{b}] {p4}");
 
         // Switching claimMatch → staticKeys.
         tick();
@@ -866,25 +770,14 @@ async fn identities_patch_and_delete() {
         assert_eq!(p5["name"], "ci", "[{b}]");
         assert_eq!(p5["description"], "masked", "[{b}]");
         assert_eq!(get_ok(&s, &path).await, p5, "[{b}]");
-        let list = get_ok(
-            &s,
-            &format!("{ID}?relationship_type=RELATIONSHIP_TYPE_STATIC"),
-        )
-        .await;
+        let list = get_ok(&s, &format!("{ID}?relationship_type=RELATIONSHIP_TYPE_STATIC")).await;
         assert_eq!(uids(&list, "identities"), [iu.as_str()], "[{b}] {list}");
-        let list = get_ok(
-            &s,
-            &format!("{ID}?relationship_type=RELATIONSHIP_TYPE_CLAIM_MATCH"),
-        )
-        .await;
+        let list = get_ok(&s, &format!("{ID}?relationship_type=RELATIONSHIP_TYPE_CLAIM_MATCH")).await;
         assert_eq!(list["totalCount"], "0", "[{b}] {list}");
 
         // Both API versions.
         let (status, p6) = s
-            .patch(
-                &format!("/iam/v2/identities/{iu}"),
-                json!({ "name": "renamed" }),
-            )
+            .patch(&format!("/iam/v2/identities/{iu}"), json!({ "name": "renamed" }))
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] {p6}");
         assert_eq!(p6["name"], "renamed", "[{b}]");
@@ -932,10 +825,7 @@ async fn builtin_roles_are_listed_and_stable() {
             for r in roles {
                 assert!(is_hex(r["uid"].as_str().unwrap(), 40), "[{b}] {r}");
                 assert!(!caps_of(r).is_empty(), "[{b}] {r}");
-                assert!(
-                    r["description"].as_str().is_some_and(|d| !d.is_empty()),
-                    "[{b}] {r}"
-                );
+                assert!(r["description"].as_str().is_some_and(|d| !d.is_empty()), "[{b}] {r}");
                 match r["name"].as_str().unwrap() {
                     "owner" => assert_eq!(caps_of(r), ALL_CAPS, "[{b}] owner: {r}"),
                     "viewer" | "editor" => assert_eq!(
@@ -956,9 +846,7 @@ async fn builtin_roles_are_listed_and_stable() {
         let map = builtins(s).await;
         // Every uid is the documented derivation.
         for (name, u) in &map {
-            let expected = ward_core::capability::builtin_role(name)
-                .expect("known")
-                .uid();
+            let expected = ward_core::capability::builtin_role(name).expect("known").uid();
             assert_eq!(*u, expected, "[{b}] {name}");
         }
         match &seen {
@@ -1001,11 +889,7 @@ async fn custom_roles() {
             role["createTime"].is_string() && role["updateTime"].is_string(),
             "[{b}] {role}"
         );
-        assert_eq!(
-            get_ok(&s, &format!("/iam/v2beta1/roles/{ru}")).await,
-            role,
-            "[{b}]"
-        );
+        assert_eq!(get_ok(&s, &format!("/iam/v2beta1/roles/{ru}")).await, role, "[{b}]");
 
         // Capabilities come back in enum order, deduplicated.
         let (status, r2) = s
@@ -1024,32 +908,19 @@ async fn custom_roles() {
 
         // Invalid capabilities.
         let path = format!("{ROLES}/{ou}");
-        for caps in [
-            json!(["CAP_NOT_A_THING"]),
-            json!([999]),
-            json!(["UNKNOWN"]),
-            json!(0),
-        ] {
-            let (status, body) = s
-                .post(&path, json!({ "name": "bad", "capabilities": caps }))
-                .await;
+        for caps in [json!(["CAP_NOT_A_THING"]), json!([999]), json!(["UNKNOWN"]), json!(0)] {
+            let (status, body) = s.post(&path, json!({ "name": "bad", "capabilities": caps })).await;
             assert_error(b, status, &body, 400, 3, "INVALID_ARGUMENT");
         }
         for caps in [json!(["UNKNOWN"]), json!([0])] {
-            let (status, body) = s
-                .post(&path, json!({ "name": "bad", "capabilities": caps }))
-                .await;
+            let (status, body) = s.post(&path, json!({ "name": "bad", "capabilities": caps })).await;
             assert_invalid_field(b, status, &body, "capabilities");
         }
-        let (status, body) = s
-            .post(&path, json!({ "name": "empty", "capabilities": [] }))
-            .await;
+        let (status, body) = s.post(&path, json!({ "name": "empty", "capabilities": [] })).await;
         assert_invalid_field(b, status, &body, "capabilities");
         let (status, body) = s.post(&path, json!({ "name": "none" })).await;
         assert_invalid_field(b, status, &body, "capabilities");
-        let (status, body) = s
-            .post(&path, json!({ "name": "Bad", "capabilities": [] }))
-            .await;
+        let (status, body) = s.post(&path, json!({ "name": "Bad", "capabilities": [] })).await;
         assert_invalid_field(b, status, &body, "name");
         assert_invalid_field(b, status, &body, "capabilities");
         let missing = "0123456789abcdef0123456789abcdef01234567";
@@ -1063,11 +934,7 @@ async fn custom_roles() {
 
         // Listing: custom roles under their group; built-ins at the root.
         let list = get_ok(&s, &format!("{ROLES}?uidp.descendants_of={ou}")).await;
-        assert_eq!(
-            set(uids(&list, "roles")),
-            set([ru.clone(), uid(&r2)]),
-            "[{b}] {list}"
-        );
+        assert_eq!(set(uids(&list, "roles")), set([ru.clone(), uid(&r2)]), "[{b}] {list}");
         let list = get_ok(&s, &format!("{ROLES}?uidp.children_of={ou}")).await;
         assert_eq!(uids(&list, "roles"), [ru.as_str()], "[{b}] {list}");
         let list = get_ok(&s, &format!("{ROLES}?uidp.in_root=true")).await;
@@ -1088,18 +955,9 @@ async fn custom_roles() {
         assert_eq!(status, StatusCode::OK, "[{b}] {p}");
         assert_eq!(p["name"], "lister", "[{b}]");
         assert_eq!(p["description"], "more", "[{b}]");
-        assert_eq!(
-            caps_of(&p),
-            ["CAP_IAM_GROUPS_LIST", "CAP_IAM_IDENTITY_LIST"],
-            "[{b}]"
-        );
-        assert!(
-            p["updateTime"].as_str() > role["updateTime"].as_str(),
-            "[{b}] {p}"
-        );
-        let (status, body) = s
-            .patch(&format!("{ROLES}/{ru}"), json!({ "capabilities": [] }))
-            .await;
+        assert_eq!(caps_of(&p), ["CAP_IAM_GROUPS_LIST", "CAP_IAM_IDENTITY_LIST"], "[{b}]");
+        assert!(p["updateTime"].as_str() > role["updateTime"].as_str(), "[{b}] {p}");
+        let (status, body) = s.patch(&format!("{ROLES}/{ru}"), json!({ "capabilities": [] })).await;
         assert_invalid_field(b, status, &body, "capabilities");
 
         // Built-in roles cannot be changed or deleted.
@@ -1107,19 +965,12 @@ async fn custom_roles() {
         let before = get_ok(&s, &format!("{ROLES}/{owner}")).await;
         for (method, body) in [
             (Method::PATCH, Some(json!({ "description": "mine now" }))),
-            (
-                Method::PATCH,
-                Some(json!({ "capabilities": ["CAP_IAM_GROUPS_LIST"] })),
-            ),
+            (Method::PATCH, Some(json!({ "capabilities": ["CAP_IAM_GROUPS_LIST"] }))),
             (Method::DELETE, None),
         ] {
             for v in ["v2", "v2beta1"] {
                 let (status, resp) = s
-                    .call(
-                        method.clone(),
-                        &format!("/iam/{v}/roles/{owner}"),
-                        body.clone(),
-                    )
+                    .call(method.clone(), &format!("/iam/{v}/roles/{owner}"), body.clone())
                     .await;
                 let violations = assert_precondition(b, status, &resp);
                 assert!(
@@ -1130,11 +981,7 @@ async fn custom_roles() {
                 );
             }
         }
-        assert_eq!(
-            get_ok(&s, &format!("{ROLES}/{owner}")).await,
-            before,
-            "[{b}] unchanged"
-        );
+        assert_eq!(get_ok(&s, &format!("{ROLES}/{owner}")).await, before, "[{b}] unchanged");
 
         // A bound custom role cannot be deleted; the message names the binding.
         let id = create_identity(&s, &ou, "ci").await;
@@ -1269,43 +1116,19 @@ async fn role_bindings_crud_and_hydration() {
             let s = &s;
             async move {
                 let list = get_ok(s, &format!("{RB}{q}")).await;
-                assert_eq!(
-                    set(uids(&list, "roleBindings")),
-                    expected,
-                    "[{b}] {q}: {list}"
-                );
+                assert_eq!(set(uids(&list, "roleBindings")), expected, "[{b}] {q}: {list}");
                 assert_eq!(list["totalCount"], expected.len().to_string(), "[{b}] {q}");
             }
         };
-        check(
-            format!("?identity={}", uid(&alice)),
-            set([&rb, &rb3].map(uid)),
-        )
-        .await;
+        check(format!("?identity={}", uid(&alice)), set([&rb, &rb3].map(uid))).await;
         check(format!("?identity={}", uid(&bob)), set([uid(&rb2)])).await;
         check(format!("?group={ou}"), set([uid(&rb)])).await;
         check(format!("?group={tu}"), set([&rb2, &rb3].map(uid))).await;
         check(format!("?role={}", uid(&owner)), set([uid(&rb3)])).await;
-        check(
-            format!("?role={}&group={tu}", uid(&custom)),
-            set([uid(&rb2)]),
-        )
-        .await;
-        check(
-            format!("?role={}&group={ou}", uid(&custom)),
-            BTreeSet::new(),
-        )
-        .await;
-        check(
-            format!("?uidp.descendants_of={tu}"),
-            set([&rb2, &rb3].map(uid)),
-        )
-        .await;
-        check(
-            format!("?uidp.descendants_of={ou}"),
-            set([&rb, &rb2, &rb3].map(uid)),
-        )
-        .await;
+        check(format!("?role={}&group={tu}", uid(&custom)), set([uid(&rb2)])).await;
+        check(format!("?role={}&group={ou}", uid(&custom)), BTreeSet::new()).await;
+        check(format!("?uidp.descendants_of={tu}"), set([&rb2, &rb3].map(uid))).await;
+        check(format!("?uidp.descendants_of={ou}"), set([&rb, &rb2, &rb3].map(uid))).await;
         for (param, bad) in [("identity", "xyz"), ("group", "nope"), ("role", "1234")] {
             let (status, body) = s.get(&format!("{RB}?{param}={bad}")).await;
             assert_invalid_field(b, status, &body, param);
@@ -1356,9 +1179,7 @@ async fn role_bindings_crud_and_hydration() {
             .await;
         assert_invalid_field(b, status, &body, "update_mask");
         // The org's custom role is bindable at the org itself.
-        let (status, up2) = s
-            .patch(&format!("{RB}/{ru}"), json!({ "roleUid": uid(&custom) }))
-            .await;
+        let (status, up2) = s.patch(&format!("{RB}/{ru}"), json!({ "roleUid": uid(&custom) })).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {up2}");
         assert_hydrated(b, &up2, &alice, &org, &custom);
 
@@ -1388,10 +1209,7 @@ async fn role_bindings_crud_and_hydration() {
             .await;
         assert_not_found(b, status, &body, GROUP_TYPE, missing_group);
         let (status, body) = s
-            .post(
-                &format!("{RB}/{ou}"),
-                json!({ "identityUid": "x", "roleUid": "" }),
-            )
+            .post(&format!("{RB}/{ou}"), json!({ "identityUid": "x", "roleUid": "" }))
             .await;
         assert_invalid_field(b, status, &body, "identity_uid");
         assert_invalid_field(b, status, &body, "role_uid");
@@ -1410,10 +1228,7 @@ async fn role_bindings_crud_and_hydration() {
             assert_invalid_field(b, status, &body, "role_uid");
         }
         let (status, body) = s
-            .patch(
-                &format!("{RB}/{}", uid(&rb2)),
-                json!({ "roleUid": uid(&sib_role) }),
-            )
+            .patch(&format!("{RB}/{}", uid(&rb2)), json!({ "roleUid": uid(&sib_role) }))
             .await;
         assert_invalid_field(b, status, &body, "role_uid");
         // Deeper is fine: the team role at a group below the team.
@@ -1447,10 +1262,7 @@ async fn role_bindings_crud_and_hydration() {
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] {robot}");
         let rb5 = bind(&s, &ou, &uid(&robot), &uid(&viewer)).await;
-        assert_eq!(
-            rb5["identity"]["issuer"], "https://static.example.com",
-            "[{b}] {rb5}"
-        );
+        assert_eq!(rb5["identity"]["issuer"], "https://static.example.com", "[{b}] {rb5}");
         assert_eq!(rb5["identity"]["subject"], "robot-1", "[{b}] {rb5}");
 
         // Delete is idempotent.
@@ -1459,17 +1271,13 @@ async fn role_bindings_crud_and_hydration() {
             assert_eq!(status, StatusCode::OK, "[{b}] {body}");
             assert_eq!(body, json!({}), "[{b}]");
         }
-        let (status, body) = s
-            .delete(&format!("/iam/v2/roleBindings/{ou}/0123456789abcdef"))
-            .await;
+        let (status, body) = s.delete(&format!("/iam/v2/roleBindings/{ou}/0123456789abcdef")).await;
         assert_eq!(status, StatusCode::OK, "[{b}] never existed: {body}");
         let (status, body) = s.get(&format!("{RB}/{ru}")).await;
         assert_not_found(b, status, &body, BINDING_TYPE, &ru);
         let (status, body) = s.delete(&format!("{RB}/{ou}")).await;
         assert_invalid_field(b, status, &body, "uid");
-        let (status, body) = s
-            .patch(&format!("{RB}/{ru}"), json!({ "roleUid": uid(&viewer) }))
-            .await;
+        let (status, body) = s.patch(&format!("{RB}/{ru}"), json!({ "roleUid": uid(&viewer) })).await;
         assert_error(b, status, &body, 404, 5, "NOT_FOUND");
         let list = get_ok(&s, &format!("{RB}?identity={}", uid(&alice))).await;
         assert_eq!(uids(&list, "roleBindings"), [uid(&rb3)], "[{b}] {list}");
@@ -1511,10 +1319,7 @@ async fn delete_constraints() {
         let violations = assert_precondition(b, status, &body);
         let desc = violations[0]["description"].as_str().unwrap();
         assert!(desc.contains("role bindings"), "[{b}] {body}");
-        assert!(
-            !desc.contains("identities") && !desc.contains("groups"),
-            "[{b}] {body}"
-        );
+        assert!(!desc.contains("identities") && !desc.contains("groups"), "[{b}] {body}");
         assert_eq!(violations[0]["type"], "RESOURCE_NOT_EMPTY", "[{b}] {body}");
         assert_eq!(violations[0]["subject"], tu, "[{b}] {body}");
 
@@ -1537,10 +1342,7 @@ async fn delete_constraints() {
         for kind in ["groups", "identities", "roles", "role bindings"] {
             assert!(desc.contains(kind), "[{b}] names {kind}: {body}");
         }
-        assert!(
-            body["message"].as_str().unwrap().contains("identities"),
-            "[{b}] {body}"
-        );
+        assert!(body["message"].as_str().unwrap().contains("identities"), "[{b}] {body}");
 
         // Emptied step by step, it goes.
         for path in [
@@ -1616,8 +1418,7 @@ async fn live_authorization_smoke() {
         assert_eq!(uids(&list, "roleBindings"), [uid(&rb)], "[{b}] {list}");
 
         // Seeing is not changing: 403.
-        let (status, body) =
-            post_as(&s, &tok, &format!("{G}/{ou}"), json!({ "name": "nope" })).await;
+        let (status, body) = post_as(&s, &tok, &format!("{G}/{ou}"), json!({ "name": "nope" })).await;
         assert_denied(b, status, &body);
         let (status, body) = s
             .call_as(
@@ -1635,13 +1436,7 @@ async fn live_authorization_smoke() {
         // Another organization stays invisible: 404.
         let (status, body) = get_as(&s, &tok, &format!("{G}/{}", uid(&other))).await;
         assert_not_found(b, status, &body, GROUP_TYPE, &uid(&other));
-        let (status, body) = post_as(
-            &s,
-            &tok,
-            &format!("{G}/{}", uid(&other)),
-            json!({ "name": "nope" }),
-        )
-        .await;
+        let (status, body) = post_as(&s, &tok, &format!("{G}/{}", uid(&other)), json!({ "name": "nope" })).await;
         assert_not_found(b, status, &body, GROUP_TYPE, &uid(&other));
         // And nothing was created.
         let list = get_ok(&s, &format!("{G}?uidp.descendants_of={ou}")).await;
@@ -1669,10 +1464,7 @@ async fn live_authorization_smoke() {
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] {body}");
         let (_, list) = get_as(&s, &tok, G).await;
-        assert_eq!(
-            list["totalCount"], "2",
-            "[{b}] widened role applies at once: {list}"
-        );
+        assert_eq!(list["totalCount"], "2", "[{b}] widened role applies at once: {list}");
     }
 }
 
@@ -1722,11 +1514,7 @@ async fn no_escalation() {
                 "[{b}] {role}: {body}"
             );
         }
-        assert_eq!(
-            get_ok(&s, RB).await["totalCount"],
-            before,
-            "[{b}] nothing bound"
-        );
+        assert_eq!(get_ok(&s, RB).await["totalCount"], before, "[{b}] nothing bound");
 
         // Within what X holds is fine.
         let (status, body) = post_as(
@@ -1736,11 +1524,7 @@ async fn no_escalation() {
             json!({ "identityUid": y, "roleUid": roles["registry.pull"] }),
         )
         .await;
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "[{b}] a subset may be granted: {body}"
-        );
+        assert_eq!(status, StatusCode::OK, "[{b}] a subset may be granted: {body}");
         let (status, body) = post_as(
             &s,
             &tok,
@@ -1748,17 +1532,10 @@ async fn no_escalation() {
             json!({ "identityUid": y, "roleUid": uid(&binder) }),
         )
         .await;
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "[{b}] the same role may be granted: {body}"
-        );
+        assert_eq!(status, StatusCode::OK, "[{b}] the same role may be granted: {body}");
 
         // X cannot define roles at all (no roles.create), let alone wider ones.
-        for caps in [
-            json!(["CAP_IAM_GROUPS_DELETE"]),
-            json!(["CAP_IAM_GROUPS_LIST"]),
-        ] {
+        for caps in [json!(["CAP_IAM_GROUPS_DELETE"]), json!(["CAP_IAM_GROUPS_LIST"])] {
             let (status, body) = post_as(
                 &s,
                 &tok,
@@ -1771,21 +1548,12 @@ async fn no_escalation() {
 
         // Z may create roles, but only with capabilities Z holds there.
         let z = uid(&create_identity(&s, &ou, "z").await);
-        let maker = create_role(
-            &s,
-            &ou,
-            "maker",
-            &["CAP_IAM_ROLES_CREATE", "CAP_IAM_GROUPS_LIST"],
-        )
-        .await;
+        let maker = create_role(&s, &ou, "maker", &["CAP_IAM_ROLES_CREATE", "CAP_IAM_GROUPS_LIST"]).await;
         bind(&s, &ou, &z, &uid(&maker)).await;
         let ztok = token_for(&s, &z);
         for (group, caps) in [
             (&ou, vec!["CAP_IAM_GROUPS_DELETE"]),
-            (
-                &tu,
-                vec!["CAP_IAM_GROUPS_LIST", "CAP_IAM_ROLE_BINDINGS_CREATE"],
-            ),
+            (&tu, vec!["CAP_IAM_GROUPS_LIST", "CAP_IAM_ROLE_BINDINGS_CREATE"]),
         ] {
             let (status, body) = post_as(
                 &s,
@@ -1874,13 +1642,7 @@ async fn org_creation_by_identities() {
         assert_eq!(list["roleBindings"], json!([ob]), "[{b}] {list}");
 
         // Owning it, X works inside it at once.
-        let (status, kid) = post_as(
-            &s,
-            &tok,
-            &format!("/iam/v2/groups/{mu}"),
-            json!({ "name": "team" }),
-        )
-        .await;
+        let (status, kid) = post_as(&s, &tok, &format!("/iam/v2/groups/{mu}"), json!({ "name": "team" })).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {kid}");
         assert_child_uid(b, &mu, &uid(&kid));
         let (status, body) = post_as(
@@ -1893,19 +1655,14 @@ async fn org_creation_by_identities() {
         assert_eq!(status, StatusCode::OK, "[{b}] {body}");
         let (status, list) = get_as(&s, &tok, G).await;
         assert_eq!(status, StatusCode::OK, "[{b}]");
-        assert_eq!(
-            set(uids(&list, "groups")),
-            set([mu.clone(), uid(&kid)]),
-            "[{b}] {list}"
-        );
+        assert_eq!(set(uids(&list, "groups")), set([mu.clone(), uid(&kid)]), "[{b}] {list}");
         // But not in the org it lives in.
         let (status, body) = get_as(&s, &tok, &format!("{G}/{hu}")).await;
         assert_not_found(b, status, &body, GROUP_TYPE, &hu);
 
         // A token whose subject is no identity cannot create organizations.
         let ghost = token_for(&s, "0123456789abcdef0123456789abcdef01234567");
-        let (status, body) =
-            post_as(&s, &ghost, "/iam/v2/groups", json!({ "name": "ghost" })).await;
+        let (status, body) = post_as(&s, &ghost, "/iam/v2/groups", json!({ "name": "ghost" })).await;
         assert_denied(b, status, &body);
         // Admin-created organizations get no owner binding.
         let list = get_ok(&s, &format!("{RB}?group={hu}")).await;
@@ -1926,11 +1683,10 @@ mod grpc {
     use ward_proto::iam::v2::role_bindings_service_client::RoleBindingsServiceClient;
     use ward_proto::iam::v2::roles_service_client::RolesServiceClient;
     use ward_proto::iam::v2::{
-        ClaimMatch, CreateIdentityRequest, CreateRoleBindingRequest, CreateRoleRequest,
-        DeleteIdentityRequest, DeleteRoleBindingRequest, DeleteRoleRequest, GetIdentityRequest,
-        GetRoleBindingRequest, Identity, ListIdentitiesRequest, ListRoleBindingsRequest,
-        ListRolesRequest, Role, RoleBinding, UpdateRoleBindingRequest, UpdateRoleRequest,
-        claim_match,
+        ClaimMatch, CreateIdentityRequest, CreateRoleBindingRequest, CreateRoleRequest, DeleteIdentityRequest,
+        DeleteRoleBindingRequest, DeleteRoleRequest, GetIdentityRequest, GetRoleBindingRequest, Identity,
+        ListIdentitiesRequest, ListRoleBindingsRequest, ListRolesRequest, Role, RoleBinding, UpdateRoleBindingRequest,
+        UpdateRoleRequest, claim_match,
     };
 
     /// Adds `authorization: Bearer <token>` to every request.
@@ -1959,14 +1715,10 @@ mod grpc {
     fn assert_bad_request(b: &str, st: &Status, field: &str) {
         assert_eq!(st.code(), Code::InvalidArgument, "[{b}] {st:?}");
         let d = st.get_error_details();
-        let info = d
-            .error_info()
-            .unwrap_or_else(|| panic!("[{b}] ErrorInfo: {st:?}"));
+        let info = d.error_info().unwrap_or_else(|| panic!("[{b}] ErrorInfo: {st:?}"));
         assert_eq!(info.reason, "INVALID_ARGUMENT", "[{b}]");
         assert_eq!(info.domain, DOMAIN, "[{b}]");
-        let br = d
-            .bad_request()
-            .unwrap_or_else(|| panic!("[{b}] BadRequest: {st:?}"));
+        let br = d.bad_request().unwrap_or_else(|| panic!("[{b}] BadRequest: {st:?}"));
         assert!(
             br.field_violations.iter().any(|v| v.field == field),
             "[{b}] no violation for {field}: {br:?}"
@@ -1978,9 +1730,7 @@ mod grpc {
             name: name.into(),
             description: format!("{name} over gRPC"),
             relationship: Some(Relationship::ClaimMatch(ClaimMatch {
-                iss: Some(claim_match::Iss::Issuer(
-                    "https://issuer.example.com".into(),
-                )),
+                iss: Some(claim_match::Iss::Issuer("https://issuer.example.com".into())),
                 sub: Some(sub),
                 ..Default::default()
             })),
@@ -2003,10 +1753,7 @@ mod grpc {
             let id = ids
                 .create_identity(CreateIdentityRequest {
                     parent: ou.clone(),
-                    identity: Some(claim_identity(
-                        "ci",
-                        claim_match::Sub::Subject("repo:acme/app".into()),
-                    )),
+                    identity: Some(claim_identity("ci", claim_match::Sub::Subject("repo:acme/app".into()))),
                 })
                 .await
                 .unwrap_or_else(|e| panic!("[{b}] create identity: {e:?}"))
@@ -2015,19 +1762,14 @@ mod grpc {
             assert!(id.last_seen_time.is_none(), "[{b}] {id:?}");
             assert!(id.create_time.is_some(), "[{b}]");
             let got = ids
-                .get_identity(GetIdentityRequest {
-                    uid: id.uid.clone(),
-                })
+                .get_identity(GetIdentityRequest { uid: id.uid.clone() })
                 .await
                 .expect("get identity")
                 .into_inner();
             assert_eq!(got, id, "[{b}]");
             // REST sees the same identity.
             let rest = get_ok(&s, &format!("{ID}/{}", id.uid)).await;
-            assert_eq!(
-                rest["claimMatch"]["subject"], "repo:acme/app",
-                "[{b}] {rest}"
-            );
+            assert_eq!(rest["claimMatch"]["subject"], "repo:acme/app", "[{b}] {rest}");
             assert_eq!(rest["description"], "ci over gRPC", "[{b}]");
 
             let st = ids
@@ -2156,20 +1898,11 @@ mod grpc {
                     hi.subject.as_str(),
                     hi.issuer.as_str()
                 ),
-                (
-                    id.uid.as_str(),
-                    "ci",
-                    "repo:acme/app",
-                    "https://issuer.example.com"
-                ),
+                (id.uid.as_str(), "ci", "repo:acme/app", "https://issuer.example.com"),
                 "[{b}] {rb:?}"
             );
             let hg = rb.group.as_ref().expect("group");
-            assert_eq!(
-                (hg.uid.as_str(), hg.name.as_str()),
-                (ou.as_str(), "acme"),
-                "[{b}]"
-            );
+            assert_eq!((hg.uid.as_str(), hg.name.as_str()), (ou.as_str(), "acme"), "[{b}]");
             let hr = rb.role.as_ref().expect("role");
             assert_eq!(
                 (hr.uid.as_str(), hr.name.as_str()),
@@ -2178,9 +1911,7 @@ mod grpc {
             );
             assert!(rb.create_time.is_some(), "[{b}]");
             let got = rbs
-                .get_role_binding(GetRoleBindingRequest {
-                    uid: rb.uid.clone(),
-                })
+                .get_role_binding(GetRoleBindingRequest { uid: rb.uid.clone() })
                 .await
                 .expect("get binding")
                 .into_inner();
@@ -2208,11 +1939,7 @@ mod grpc {
                 .await
                 .expect("update binding")
                 .into_inner();
-            assert_eq!(
-                updated.role.as_ref().map(|r| r.name.as_str()),
-                Some("owner"),
-                "[{b}]"
-            );
+            assert_eq!(updated.role.as_ref().map(|r| r.name.as_str()), Some("owner"), "[{b}]");
             let rest = get_ok(&s, &format!("{RB}/{}", rb.uid)).await;
             assert_eq!(rest["role"]["name"], "owner", "[{b}] {rest}");
             let rb2 = rbs
@@ -2250,17 +1977,12 @@ mod grpc {
             assert_eq!(ri.resource_name, missing, "[{b}]");
 
             let st = ids
-                .delete_identity(DeleteIdentityRequest {
-                    uid: id.uid.clone(),
-                })
+                .delete_identity(DeleteIdentityRequest { uid: id.uid.clone() })
                 .await
                 .expect_err("bound identity");
             assert_eq!(st.code(), Code::FailedPrecondition, "[{b}] {st:?}");
             let d = st.get_error_details();
-            assert_eq!(
-                d.error_info().expect("ErrorInfo").reason,
-                "FAILED_PRECONDITION"
-            );
+            assert_eq!(d.error_info().expect("ErrorInfo").reason, "FAILED_PRECONDITION");
             let pf = d.precondition_failure().expect("PreconditionFailure");
             let v = pf
                 .violations
@@ -2273,9 +1995,7 @@ mod grpc {
                 "[{b}] names the binding: {st:?}"
             );
             let st = roles
-                .delete_role(DeleteRoleRequest {
-                    uid: role.uid.clone(),
-                })
+                .delete_role(DeleteRoleRequest { uid: role.uid.clone() })
                 .await
                 .expect_err("bound role");
             assert_eq!(st.code(), Code::FailedPrecondition, "[{b}] {st:?}");
@@ -2288,20 +2008,14 @@ mod grpc {
                     .unwrap_or_else(|e| panic!("[{b}] delete binding: {e:?}"));
             }
             roles
-                .delete_role(DeleteRoleRequest {
-                    uid: role.uid.clone(),
-                })
+                .delete_role(DeleteRoleRequest { uid: role.uid.clone() })
                 .await
                 .expect("delete role");
-            ids.delete_identity(DeleteIdentityRequest {
-                uid: id.uid.clone(),
-            })
-            .await
-            .expect("delete identity");
+            ids.delete_identity(DeleteIdentityRequest { uid: id.uid.clone() })
+                .await
+                .expect("delete identity");
             let st = ids
-                .get_identity(GetIdentityRequest {
-                    uid: id.uid.clone(),
-                })
+                .get_identity(GetIdentityRequest { uid: id.uid.clone() })
                 .await
                 .expect_err("gone");
             assert_eq!(st.code(), Code::NotFound, "[{b}]");
@@ -2326,8 +2040,7 @@ mod grpc {
             let tok = token_for(&s, &x);
             let ch = channel(&s, &tok).await;
             let mut rbs = RoleBindingsServiceClient::new(ch.clone());
-            let mut beta_roles =
-                ward_proto::iam::v2beta1::roles_service_client::RolesServiceClient::new(ch);
+            let mut beta_roles = ward_proto::iam::v2beta1::roles_service_client::RolesServiceClient::new(ch);
 
             // Nothing bound: the org is invisible.
             let st = rbs
@@ -2375,10 +2088,7 @@ mod grpc {
                 .expect_err("escalation");
             assert_eq!(st.code(), Code::PermissionDenied, "[{b}] {st:?}");
             assert_eq!(
-                st.get_error_details()
-                    .error_info()
-                    .expect("ErrorInfo")
-                    .reason,
+                st.get_error_details().error_info().expect("ErrorInfo").reason,
                 "PERMISSION_DENIED",
                 "[{b}]"
             );
@@ -2401,20 +2111,16 @@ async fn relationship_mask_must_match_the_body() {
         let b = s.backend;
         let org = uid(&s.create_group(None, "acme").await);
         let id = uid(&create_identity(&s, &org, "ci").await);
-        let static_keys = json!({ "staticKeys": { "issuer": "https://keys.example.com", "subject": "bot", "issuerKeys": JWKS } });
+        let static_keys =
+            json!({ "staticKeys": { "issuer": "https://keys.example.com", "subject": "bot", "issuerKeys": JWKS } });
         let (status, body) = s
-            .patch(
-                &format!("{ID}/{id}?updateMask=claim_match"),
-                static_keys.clone(),
-            )
+            .patch(&format!("{ID}/{id}?updateMask=claim_match"), static_keys.clone())
             .await;
         assert_invalid_field(b, status, &body, "claim_match");
         let kept = get_ok(&s, &format!("{ID}/{id}")).await;
         assert!(kept["claimMatch"].is_object(), "[{b}] unchanged: {kept}");
         // Naming the kind the body carries switches it.
-        let (status, body) = s
-            .patch(&format!("{ID}/{id}?updateMask=static_keys"), static_keys)
-            .await;
+        let (status, body) = s.patch(&format!("{ID}/{id}?updateMask=static_keys"), static_keys).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {body}");
         assert_eq!(body["staticKeys"]["subject"], "bot", "[{b}] {body}");
     }
@@ -2446,13 +2152,7 @@ async fn foreign_custom_roles_are_not_revealed() {
         .await;
         bind(&s, &org, &binder, &uid(&binder_role)).await;
         let body = json!({ "identityUid": target, "roleUid": foreign });
-        let (status, resp) = post_as(
-            &s,
-            &token_for(&s, &binder),
-            &format!("{RB}/{org}"),
-            body.clone(),
-        )
-        .await;
+        let (status, resp) = post_as(&s, &token_for(&s, &binder), &format!("{RB}/{org}"), body.clone()).await;
         assert_not_found(b, status, &resp, ROLE_TYPE, &foreign);
         let (status, resp) = s.post(&format!("{RB}/{org}"), body).await;
         assert_invalid_field(b, status, &resp, "role_uid");

@@ -14,10 +14,7 @@ use crate::ward::Ward;
 mod iam;
 
 /// Authenticates a gRPC request from its `authorization` metadata.
-async fn caller<T>(
-    ward: &Ward,
-    req: &tonic::Request<T>,
-) -> std::result::Result<Caller, tonic::Status> {
+async fn caller<T>(ward: &Ward, req: &tonic::Request<T>) -> std::result::Result<Caller, tonic::Status> {
     let header = match req.metadata().get("authorization") {
         None => None,
         Some(v) => Some(v.to_str().map_err(|_| {
@@ -27,15 +24,12 @@ async fn caller<T>(
             )
         })?),
     };
-    ward.authenticate(header)
-        .await
-        .map_err(|e| grpc_status(e, IAM_DOMAIN))
+    ward.authenticate(header).await.map_err(|e| grpc_status(e, IAM_DOMAIN))
 }
 
 /// Maps a service result to a gRPC response.
 fn reply<T>(r: Result<T>) -> std::result::Result<tonic::Response<T>, tonic::Status> {
-    r.map(tonic::Response::new)
-        .map_err(|e| grpc_status(e, IAM_DOMAIN))
+    r.map(tonic::Response::new).map_err(|e| grpc_status(e, IAM_DOMAIN))
 }
 
 /// Adds `svc` to `router` at its gRPC path prefix.
@@ -81,14 +75,6 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
         tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(ward_proto::FILE_DESCRIPTOR_SET)
     };
-    let router = route(
-        router,
-        reflection().build_v1().expect("descriptor set is valid"),
-    );
-    route(
-        router,
-        reflection()
-            .build_v1alpha()
-            .expect("descriptor set is valid"),
-    )
+    let router = route(router, reflection().build_v1().expect("descriptor set is valid"));
+    route(router, reflection().build_v1alpha().expect("descriptor set is valid"))
 }

@@ -20,20 +20,11 @@ use crate::ward::Ward;
 pub trait Resource: Send + Sync + 'static {
     type Msg: Serialize + DeserializeOwned + Send + 'static;
 
-    fn create(
-        w: &Ward,
-        c: &Caller,
-        parent: String,
-        msg: Self::Msg,
-    ) -> impl Future<Output = Result<Self::Msg>> + Send;
+    fn create(w: &Ward, c: &Caller, parent: String, msg: Self::Msg) -> impl Future<Output = Result<Self::Msg>> + Send;
     fn get(w: &Ward, c: &Caller, uid: String) -> impl Future<Output = Result<Self::Msg>> + Send;
     /// `msg` carries the uid from the path.
-    fn update(
-        w: &Ward,
-        c: &Caller,
-        msg: Self::Msg,
-        mask: UpdateMask,
-    ) -> impl Future<Output = Result<Self::Msg>> + Send;
+    fn update(w: &Ward, c: &Caller, msg: Self::Msg, mask: UpdateMask)
+    -> impl Future<Output = Result<Self::Msg>> + Send;
     fn delete(w: &Ward, c: &Caller, uid: String) -> impl Future<Output = Result<()>> + Send;
     fn set_uid(msg: &mut Self::Msg, uid: String);
 }
@@ -99,18 +90,12 @@ pub fn item_routes<R: Resource>() -> MethodRouter<Arc<Ward>> {
 }
 
 /// Registers `collection` (list + item routes) under every IAM version.
-pub fn routes<R: Resource>(
-    collection: &str,
-    list: MethodRouter<Arc<Ward>>,
-) -> axum::Router<Arc<Ward>> {
+pub fn routes<R: Resource>(collection: &str, list: MethodRouter<Arc<Ward>>) -> axum::Router<Arc<Ward>> {
     let mut r = axum::Router::new();
     for v in ["v2beta1", "v2"] {
         r = r
             .route(&format!("/iam/{v}/{collection}"), list.clone())
-            .route(
-                &format!("/iam/{v}/{collection}/{{*uid}}"),
-                item_routes::<R>(),
-            );
+            .route(&format!("/iam/{v}/{collection}/{{*uid}}"), item_routes::<R>());
     }
     r
 }

@@ -7,8 +7,7 @@ use axum::extract::State;
 use axum::routing::get;
 use ward_core::Result;
 use ward_proto::iam::v2::{
-    CreateGroupRequest, DeleteGroupRequest, GetGroupRequest, Group, ListGroupsRequest,
-    ListGroupsResponse,
+    CreateGroupRequest, DeleteGroupRequest, GetGroupRequest, Group, ListGroupsRequest, ListGroupsResponse,
 };
 
 use super::crud::{self, Resource};
@@ -51,11 +50,7 @@ pub fn routes() -> axum::Router<Arc<Ward>> {
     crud::routes::<Groups>("groups", get(list_groups).post(create_organization))
 }
 
-async fn list_groups(
-    State(w): State<Arc<Ward>>,
-    Auth(c): Auth,
-    mut q: Params,
-) -> Reply<ListGroupsResponse> {
+async fn list_groups(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Params) -> Reply<ListGroupsResponse> {
     let req = ListGroupsRequest {
         uidp: q.uidp()?,
         name: q.string("name"),
@@ -68,12 +63,7 @@ async fn list_groups(
     Ok(Json(w.list_groups(&c, req).await?))
 }
 
-async fn create_organization(
-    State(w): State<Arc<Ward>>,
-    Auth(c): Auth,
-    q: Params,
-    body: JsonBody,
-) -> Reply<Group> {
+async fn create_organization(State(w): State<Arc<Ward>>, Auth(c): Auth, q: Params, body: JsonBody) -> Reply<Group> {
     q.finish()?;
     let req = CreateGroupRequest {
         parent: String::new(),

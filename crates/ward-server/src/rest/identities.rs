@@ -7,8 +7,8 @@ use axum::extract::State;
 use axum::routing::get;
 use ward_core::{Error, Result};
 use ward_proto::iam::v2::{
-    CreateIdentityRequest, DeleteIdentityRequest, GetIdentityRequest, Identity,
-    ListIdentitiesRequest, ListIdentitiesResponse, RelationshipType,
+    CreateIdentityRequest, DeleteIdentityRequest, GetIdentityRequest, Identity, ListIdentitiesRequest,
+    ListIdentitiesResponse, RelationshipType,
 };
 
 use super::crud::{self, Resource};
@@ -67,11 +67,7 @@ fn relationship_type(raw: &str) -> Result<i32> {
         })
 }
 
-async fn list_identities(
-    State(w): State<Arc<Ward>>,
-    Auth(c): Auth,
-    mut q: Params,
-) -> Reply<ListIdentitiesResponse> {
+async fn list_identities(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Params) -> Reply<ListIdentitiesResponse> {
     let req = ListIdentitiesRequest {
         uidp: q.uidp()?,
         name: q.string("name"),

@@ -22,6 +22,7 @@ mod groups;
 mod identities;
 mod role_bindings;
 mod roles;
+mod sts;
 mod system;
 
 /// Largest accepted request body.
@@ -35,6 +36,7 @@ pub fn router(ward: Arc<Ward>, issuer_path: &str) -> axum::Router {
         .merge(roles::routes())
         .merge(role_bindings::routes())
         .merge(system::routes(issuer_path))
+        .merge(sts::routes(issuer_path))
         .fallback(no_route)
         .layer(axum::middleware::map_response(method_not_allowed))
         .with_state(ward)
@@ -72,9 +74,10 @@ impl FromRequestParts<Arc<Ward>> for Auth {
     async fn from_request_parts(parts: &mut Parts, ward: &Arc<Ward>) -> Result<Self, ApiError> {
         let header = match parts.headers.get(http::header::AUTHORIZATION) {
             None => None,
-            Some(v) => Some(v.to_str().map_err(|_| {
-                Error::Unauthenticated("the Authorization header is not text".into())
-            })?),
+            Some(v) => Some(
+                v.to_str()
+                    .map_err(|_| Error::Unauthenticated("the Authorization header is not text".into()))?,
+            ),
         };
         Ok(Auth(ward.authenticate(header).await?))
     }
@@ -98,12 +101,16 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
 }
 
 impl Params {
+    /// Adds the parameters of a form-encoded body.
+    pub fn extend_form(&mut self, body: &[u8]) {
+        for (k, v) in form_urlencoded::parse(body) {
+            self.0.entry(snake(&k)).or_default().push(v.into_owned());
+        }
+    }
+
     /// The last value of `key`, or "".
     pub fn string(&mut self, key: &str) -> String {
-        self.0
-            .remove(key)
-            .and_then(|mut v| v.pop())
-            .unwrap_or_default()
+        self.0.remove(key).and_then(|mut v| v.pop()).unwrap_or_default()
     }
 
     /// Every value of `key`; comma-separated values are split as well.
@@ -155,10 +162,7 @@ impl Params {
     pub fn finish(self) -> Result<()> {
         match self.0.keys().next() {
             None => Ok(()),
-            Some(k) => Err(Error::invalid(
-                k.clone(),
-                format!("unknown query parameter \"{k}\""),
-            )),
+            Some(k) => Err(Error::invalid(k.clone(), format!("unknown query parameter \"{k}\""))),
         }
     }
 }
@@ -178,10 +182,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
         let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
             .await
             .map_err(|_| ApiError {
-                error: Error::invalid(
-                    "body",
-                    format!("the request body exceeds {MAX_BODY_BYTES} bytes"),
-                ),
+                error: Error::invalid("body", format!("the request body exceeds {MAX_BODY_BYTES} bytes")),
                 domain: crate::status::IAM_DOMAIN,
                 http_status: Some(413),
             })?;
@@ -189,12 +190,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             return Ok(JsonBody(serde_json::Map::new()));
         }
         if let Some(ct) = content_type {
-            let mime = ct
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase();
+            let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
             if mime != "application/json" && !mime.ends_with("+json") {
                 return Err(ApiError {
                     error: Error::invalid(
@@ -209,11 +205,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
         match serde_json::from_slice(&bytes) {
             Ok(serde_json::Value::Object(map)) => Ok(JsonBody(map)),
             Ok(_) => Err(Error::invalid("body", "the request body must be a JSON object").into()),
-            Err(e) => Err(Error::invalid(
-                "body",
-                format!("the request body is not valid JSON: {e}"),
-            )
-            .into()),
+            Err(e) => Err(Error::invalid("body", format!("the request body is not valid JSON: {e}")).into()),
         }
     }
 }
@@ -226,12 +218,8 @@ impl JsonBody {
 
     /// The body as a proto message (proto3 JSON; unknown fields are ignored).
     pub fn message<T: DeserializeOwned>(self) -> Result<T> {
-        serde_json::from_value(serde_json::Value::Object(self.0)).map_err(|e| {
-            Error::invalid(
-                "body",
-                format!("the request body does not match the message: {e}"),
-            )
-        })
+        serde_json::from_value(serde_json::Value::Object(self.0))
+            .map_err(|e| Error::invalid("body", format!("the request body does not match the message: {e}")))
     }
 }
 

@@ -7,8 +7,8 @@ use axum::extract::State;
 use axum::routing::get;
 use ward_core::Result;
 use ward_proto::iam::v2::{
-    CreateRoleBindingRequest, DeleteRoleBindingRequest, GetRoleBindingRequest,
-    ListRoleBindingsRequest, ListRoleBindingsResponse, RoleBinding,
+    CreateRoleBindingRequest, DeleteRoleBindingRequest, GetRoleBindingRequest, ListRoleBindingsRequest,
+    ListRoleBindingsResponse, RoleBinding,
 };
 
 use super::crud::{self, Resource};
@@ -35,17 +35,11 @@ impl Resource for RoleBindings {
     async fn get(w: &Ward, c: &Caller, uid: String) -> Result<RoleBinding> {
         w.get_role_binding(c, GetRoleBindingRequest { uid }).await
     }
-    async fn update(
-        w: &Ward,
-        c: &Caller,
-        msg: RoleBinding,
-        mask: UpdateMask,
-    ) -> Result<RoleBinding> {
+    async fn update(w: &Ward, c: &Caller, msg: RoleBinding, mask: UpdateMask) -> Result<RoleBinding> {
         w.update_role_binding(c, msg, mask).await
     }
     async fn delete(w: &Ward, c: &Caller, uid: String) -> Result<()> {
-        w.delete_role_binding(c, DeleteRoleBindingRequest { uid })
-            .await
+        w.delete_role_binding(c, DeleteRoleBindingRequest { uid }).await
     }
     fn set_uid(msg: &mut RoleBinding, uid: String) {
         msg.uid = uid;

@@ -49,11 +49,7 @@ pub fn routes() -> axum::Router<Arc<Ward>> {
     crud::routes::<Roles>("roles", get(list_roles))
 }
 
-async fn list_roles(
-    State(w): State<Arc<Ward>>,
-    Auth(c): Auth,
-    mut q: Params,
-) -> Reply<ListRolesResponse> {
+async fn list_roles(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Params) -> Reply<ListRolesResponse> {
     let req = ListRolesRequest {
         uidp: q.uidp()?,
         name: q.string("name"),

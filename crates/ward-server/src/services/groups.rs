@@ -7,8 +7,7 @@ use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 use ward_proto::Timestamp;
 use ward_proto::iam::v2::{
-    CreateGroupRequest, DeleteGroupRequest, GetGroupRequest, Group, ListGroupsRequest,
-    ListGroupsResponse,
+    CreateGroupRequest, DeleteGroupRequest, GetGroupRequest, Group, ListGroupsRequest, ListGroupsResponse,
 };
 use ward_store::{GROUP_TYPE, GroupPatch, GroupRecord, RoleBindingRecord};
 
@@ -69,10 +68,7 @@ impl Ward {
             }
             None => {
                 let uid = Uidp::new_root();
-                (
-                    uid.clone(),
-                    self.authorize_new_org(caller, &uid, now).await?,
-                )
+                (uid.clone(), self.authorize_new_org(caller, &uid, now).await?)
             }
         };
         let record = GroupRecord {
@@ -94,21 +90,13 @@ impl Ward {
     /// Who may create an organization: the server admin always; another
     /// identity only when the server allows it, and then it becomes the new
     /// organization's owner (the binding is returned, to be created with it).
-    async fn authorize_new_org(
-        &self,
-        caller: &Caller,
-        org: &Uidp,
-        now: i64,
-    ) -> Result<Option<RoleBindingRecord>> {
+    async fn authorize_new_org(&self, caller: &Caller, org: &Uidp, now: i64) -> Result<Option<RoleBindingRecord>> {
         if caller.is_admin {
             tracing::info!(target: "ward::audit", org = %org, "server admin creates an organization");
             return Ok(None);
         }
-        let denied = || {
-            Error::PermissionDenied(
-                "creating organizations is reserved to the server admin on this server".into(),
-            )
-        };
+        let denied =
+            || Error::PermissionDenied("creating organizations is reserved to the server admin on this server".into());
         if !self.allow_org_creation {
             return Err(denied());
         }
@@ -138,11 +126,7 @@ impl Ward {
         Ok(to_proto(record))
     }
 
-    pub async fn list_groups(
-        &self,
-        caller: &Caller,
-        req: ListGroupsRequest,
-    ) -> Result<ListGroupsResponse> {
+    pub async fn list_groups(&self, caller: &Caller, req: ListGroupsRequest) -> Result<ListGroupsResponse> {
         let visible = self.visible_scopes(caller, rpc::LIST_GROUPS.capability);
         let params = ListParams {
             uidp: req.uidp.as_ref(),
@@ -164,12 +148,7 @@ impl Ward {
     }
 
     /// Updates the masked fields of a group (the uid comes from `group.uid`).
-    pub async fn update_group(
-        &self,
-        caller: &Caller,
-        group: Group,
-        mask: UpdateMask,
-    ) -> Result<Group> {
+    pub async fn update_group(&self, caller: &Caller, group: Group, mask: UpdateMask) -> Result<Group> {
         let uid = Uidp::parse("group.uid", &group.uid)?;
         let mask = mask.resolve(
             &GROUP_FIELDS,
@@ -201,10 +180,7 @@ impl Ward {
                 .ok_or_else(|| Error::not_found(GROUP_TYPE, uid.as_str()))?;
             return Ok(to_proto(record));
         }
-        let record = self
-            .store
-            .update_group(&uid, &patch, self.clock.now_millis())
-            .await?;
+        let record = self.store.update_group(&uid, &patch, self.clock.now_millis()).await?;
         Ok(to_proto(record))
     }
 

@@ -11,8 +11,8 @@ use ward_core::{Error, Result};
 use ward_proto::Timestamp;
 use ward_proto::iam::v2::identity::Relationship;
 use ward_proto::iam::v2::{
-    ClaimMatch, CreateIdentityRequest, DeleteIdentityRequest, GetIdentityRequest, Identity,
-    ListIdentitiesRequest, ListIdentitiesResponse, RelationshipType, StaticKeys, claim_match,
+    ClaimMatch, CreateIdentityRequest, DeleteIdentityRequest, GetIdentityRequest, Identity, ListIdentitiesRequest,
+    ListIdentitiesResponse, RelationshipType, StaticKeys, claim_match,
 };
 use ward_store::{IDENTITY_TYPE, IdentityPatch, IdentityRecord};
 
@@ -32,13 +32,7 @@ const MAX_JWKS_BYTES: usize = 64 * 1024;
 const MAX_STATIC_LIFETIME_MS: i64 = 365 * 24 * 60 * 60 * 1000;
 
 pub const IDENTITY_FIELDS: Updatable = Updatable {
-    mutable: &[
-        "name",
-        "description",
-        "company",
-        "claim_match",
-        "static_keys",
-    ],
+    mutable: &["name", "description", "company", "claim_match", "static_keys"],
     output_only: &[
         "uid",
         "email",
@@ -105,38 +99,22 @@ fn check_claim_match(m: &ClaimMatch, bad: &mut Vec<FieldViolation>) {
     for (k, p) in &m.claim_patterns {
         check_pattern(&format!("claim_match.claim_patterns[{k}]"), p, bad);
     }
-    if m.claims
-        .keys()
-        .chain(m.claim_patterns.keys())
-        .any(String::is_empty)
-    {
-        bad.push(violation(
-            "claim_match.claims",
-            "claim names must not be empty",
-        ));
+    if m.claims.keys().chain(m.claim_patterns.keys()).any(String::is_empty) {
+        bad.push(violation("claim_match.claims", "claim names must not be empty"));
     }
 }
 
 fn check_static_keys(k: &StaticKeys, now_ms: i64, bad: &mut Vec<FieldViolation>) {
     if k.issuer.is_empty() {
-        bad.push(violation(
-            "static_keys.issuer",
-            "static_keys.issuer is required",
-        ));
+        bad.push(violation("static_keys.issuer", "static_keys.issuer is required"));
     }
     if k.subject.is_empty() {
-        bad.push(violation(
-            "static_keys.subject",
-            "static_keys.subject is required",
-        ));
+        bad.push(violation("static_keys.subject", "static_keys.subject is required"));
     }
     let jwks_ok = k.issuer_keys.len() <= MAX_JWKS_BYTES
         && serde_json::from_str::<serde_json::Value>(&k.issuer_keys)
             .ok()
-            .and_then(|v| {
-                v.get("keys")
-                    .and_then(|keys| keys.as_array().map(|a| !a.is_empty()))
-            })
+            .and_then(|v| v.get("keys").and_then(|keys| keys.as_array().map(|a| !a.is_empty())))
             .unwrap_or(false);
     if !jwks_ok {
         bad.push(violation(
@@ -215,13 +193,9 @@ fn other_kind(kind: &str) -> &'static str {
 
 fn to_proto(r: IdentityRecord) -> Identity {
     let relationship = if r.relationship_type == RelationshipType::Static as i64 {
-        serde_json::from_str(&r.relationship)
-            .ok()
-            .map(Relationship::StaticKeys)
+        serde_json::from_str(&r.relationship).ok().map(Relationship::StaticKeys)
     } else {
-        serde_json::from_str(&r.relationship)
-            .ok()
-            .map(Relationship::ClaimMatch)
+        serde_json::from_str(&r.relationship).ok().map(Relationship::ClaimMatch)
     };
     Identity {
         uid: r.uid,
@@ -238,11 +212,7 @@ fn to_proto(r: IdentityRecord) -> Identity {
 }
 
 impl Ward {
-    pub async fn create_identity(
-        &self,
-        caller: &Caller,
-        req: CreateIdentityRequest,
-    ) -> Result<Identity> {
+    pub async fn create_identity(&self, caller: &Caller, req: CreateIdentityRequest) -> Result<Identity> {
         let identity = req.identity.unwrap_or_default();
         let now = self.clock.now_millis();
         let mut bad = Vec::new();
@@ -286,18 +256,11 @@ impl Ward {
         Ok(to_proto(r))
     }
 
-    pub async fn list_identities(
-        &self,
-        caller: &Caller,
-        req: ListIdentitiesRequest,
-    ) -> Result<ListIdentitiesResponse> {
+    pub async fn list_identities(&self, caller: &Caller, req: ListIdentitiesRequest) -> Result<ListIdentitiesResponse> {
         let visible = self.visible_scopes(caller, rpc::LIST_IDENTITIES.capability);
         let mut filters = Vec::new();
         if req.relationship_type != 0 {
-            filters.push((
-                "relationship_type",
-                FilterValue::Int(i64::from(req.relationship_type)),
-            ));
+            filters.push(("relationship_type", FilterValue::Int(i64::from(req.relationship_type))));
         }
         let params = ListParams {
             uidp: req.uidp.as_ref(),
@@ -318,12 +281,7 @@ impl Ward {
         })
     }
 
-    pub async fn update_identity(
-        &self,
-        caller: &Caller,
-        identity: Identity,
-        mask: UpdateMask,
-    ) -> Result<Identity> {
+    pub async fn update_identity(&self, caller: &Caller, identity: Identity, mask: UpdateMask) -> Result<Identity> {
         let uid = Uidp::parse("identity.uid", &identity.uid)?;
         let mask = mask.resolve(
             &IDENTITY_FIELDS,
@@ -363,25 +321,15 @@ impl Ward {
         // A mask naming one kind of relationship takes that kind from the body:
         // it never switches to the other kind by accident.
         for kind in ["claim_match", "static_keys"] {
-            if mask.contains(kind)
-                && !mask.contains(other_kind(kind))
-                && body_kind.is_some_and(|k| k != kind)
-            {
+            if mask.contains(kind) && !mask.contains(other_kind(kind)) && body_kind.is_some_and(|k| k != kind) {
                 bad.push(violation(
                     kind,
-                    format!(
-                        "update_mask names {kind} but the body carries {}",
-                        other_kind(kind)
-                    ),
+                    format!("update_mask names {kind} but the body carries {}", other_kind(kind)),
                 ));
             }
         }
         if mask.contains("claim_match") || mask.contains("static_keys") {
-            patch.relationship = relationship_record(
-                identity.relationship.as_ref(),
-                self.clock.now_millis(),
-                &mut bad,
-            );
+            patch.relationship = relationship_record(identity.relationship.as_ref(), self.clock.now_millis(), &mut bad);
         }
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));

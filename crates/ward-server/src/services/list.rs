@@ -23,11 +23,7 @@ pub struct ListParams<'a> {
     pub filters: Vec<(&'static str, ward_core::listing::FilterValue)>,
 }
 
-fn opt_uidp(
-    field: &str,
-    raw: &str,
-    bad: &mut Vec<ward_core::error::FieldViolation>,
-) -> Option<Uidp> {
+fn opt_uidp(field: &str, raw: &str, bad: &mut Vec<ward_core::error::FieldViolation>) -> Option<Uidp> {
     if raw.is_empty() {
         None
     } else {
@@ -87,27 +83,19 @@ impl Ward {
             visible,
         };
         if !p.page_token.is_empty() {
-            q.after = self.page_tokens.open(
-                p.page_token,
-                &q.fingerprint(collection),
-                self.clock.now_millis(),
-            )?;
+            q.after = self
+                .page_tokens
+                .open(p.page_token, &q.fingerprint(collection), self.clock.now_millis())?;
         }
         Ok(q)
     }
 
     /// The `next_page_token` for a page ("" on the last page).
-    pub(crate) fn next_page_token<T>(
-        &self,
-        collection: &str,
-        q: &ListQuery,
-        page: &Page<T>,
-    ) -> String {
+    pub(crate) fn next_page_token<T>(&self, collection: &str, q: &ListQuery, page: &Page<T>) -> String {
         match &page.next {
-            Some(c) => {
-                self.page_tokens
-                    .issue(&q.fingerprint(collection), c, self.clock.now_millis())
-            }
+            Some(c) => self
+                .page_tokens
+                .issue(&q.fingerprint(collection), c, self.clock.now_millis()),
             None => String::new(),
         }
     }

@@ -8,6 +8,7 @@ pub mod identities;
 mod list;
 pub mod role_bindings;
 pub mod roles;
+pub mod sts;
 
 use ward_core::error::FieldViolation;
 use ward_core::fieldmask::{FieldMask, Updatable};
@@ -40,23 +41,11 @@ pub enum UpdateMask {
 impl UpdateMask {
     /// The fields to change. `populated` says which mutable fields the request
     /// message sets to a non-default value (used over gRPC without a mask).
-    pub(crate) fn resolve(
-        self,
-        fields: &Updatable,
-        populated: &[(&'static str, bool)],
-    ) -> Result<FieldMask> {
+    pub(crate) fn resolve(self, fields: &Updatable, populated: &[(&'static str, bool)]) -> Result<FieldMask> {
         Ok(match self {
             UpdateMask::Paths(paths) => FieldMask::parse(&paths.join(","), fields)?,
-            UpdateMask::BodyKeys(keys) => {
-                FieldMask::from_body_keys(keys.iter().map(String::as_str), fields)
-            }
-            UpdateMask::Populated => FieldMask::of(
-                populated
-                    .iter()
-                    .filter(|(_, set)| *set)
-                    .map(|(f, _)| *f)
-                    .collect(),
-            ),
+            UpdateMask::BodyKeys(keys) => FieldMask::from_body_keys(keys.iter().map(String::as_str), fields),
+            UpdateMask::Populated => FieldMask::of(populated.iter().filter(|(_, set)| *set).map(|(f, _)| *f).collect()),
         })
     }
 }

@@ -9,9 +9,8 @@ use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 use ward_proto::Timestamp;
 use ward_proto::iam::v2::{
-    CreateRoleBindingRequest, DeleteRoleBindingRequest, GetRoleBindingRequest,
-    ListRoleBindingsRequest, ListRoleBindingsResponse, RoleBinding, RoleBindingGroup,
-    RoleBindingIdentity, RoleBindingRole,
+    CreateRoleBindingRequest, DeleteRoleBindingRequest, GetRoleBindingRequest, ListRoleBindingsRequest,
+    ListRoleBindingsResponse, RoleBinding, RoleBindingGroup, RoleBindingIdentity, RoleBindingRole,
 };
 use ward_store::{HydratedBinding, IDENTITY_TYPE, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord};
 
@@ -24,14 +23,7 @@ const COLLECTION: &str = "role_bindings";
 
 pub const BINDING_FIELDS: Updatable = Updatable {
     mutable: &["role_uid"],
-    output_only: &[
-        "uid",
-        "identity",
-        "group",
-        "role",
-        "create_time",
-        "identity_uid",
-    ],
+    output_only: &["uid", "identity", "group", "role", "create_time", "identity_uid"],
 };
 
 fn to_proto(b: HydratedBinding) -> RoleBinding {
@@ -72,10 +64,7 @@ impl Ward {
         if let Some(home) = &r.parent_uid
             && !group.is_self_or_descendant_of(&Uidp::parse("role", home)?)
         {
-            if !self
-                .caps_at(caller, role)
-                .contains(rpc::GET_ROLE.capability)
-            {
+            if !self.caps_at(caller, role).contains(rpc::GET_ROLE.capability) {
                 return Err(not_found());
             }
             return Err(Error::invalid(
@@ -86,19 +75,13 @@ impl Ward {
         Ok(CapSet::from_storage(&r.capabilities))
     }
 
-    pub async fn create_role_binding(
-        &self,
-        caller: &Caller,
-        req: CreateRoleBindingRequest,
-    ) -> Result<RoleBinding> {
+    pub async fn create_role_binding(&self, caller: &Caller, req: CreateRoleBindingRequest) -> Result<RoleBinding> {
         let b = req.role_binding.unwrap_or_default();
         let mut bad = Vec::new();
         let group = parse_uidp("parent", &req.parent, &mut bad);
         let identity = parse_uidp("identity_uid", &b.identity_uid, &mut bad);
         let role = parse_uidp("role_uid", &b.role_uid, &mut bad);
-        let (Some(group), Some(identity), Some(role), true) =
-            (group, identity, role, bad.is_empty())
-        else {
+        let (Some(group), Some(identity), Some(role), true) = (group, identity, role, bad.is_empty()) else {
             return Err(Error::InvalidArgument(bad));
         };
         self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &group)?;
@@ -127,11 +110,7 @@ impl Ward {
         Ok(to_proto(b))
     }
 
-    pub async fn get_role_binding(
-        &self,
-        caller: &Caller,
-        req: GetRoleBindingRequest,
-    ) -> Result<RoleBinding> {
+    pub async fn get_role_binding(&self, caller: &Caller, req: GetRoleBindingRequest) -> Result<RoleBinding> {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.authorize(caller, &rpc::GET_ROLE_BINDING, &uid)?;
         let b = self
@@ -184,12 +163,7 @@ impl Ward {
     }
 
     /// Changes the role of a binding (the only mutable field).
-    pub async fn update_role_binding(
-        &self,
-        caller: &Caller,
-        b: RoleBinding,
-        mask: UpdateMask,
-    ) -> Result<RoleBinding> {
+    pub async fn update_role_binding(&self, caller: &Caller, b: RoleBinding, mask: UpdateMask) -> Result<RoleBinding> {
         let uid = Uidp::parse("role_binding.uid", &b.uid)?;
         let mask = mask.resolve(&BINDING_FIELDS, &[("role_uid", !b.role_uid.is_empty())])?;
         let role = if mask.contains("role_uid") {
@@ -206,9 +180,9 @@ impl Ward {
                 .ok_or_else(|| Error::not_found(ROLE_BINDING_TYPE, uid.as_str()))?;
             return Ok(to_proto(b));
         };
-        let group = uid.parent().ok_or_else(|| {
-            Error::invalid("role_binding.uid", "a role binding uid has a group part")
-        })?;
+        let group = uid
+            .parent()
+            .ok_or_else(|| Error::invalid("role_binding.uid", "a role binding uid has a group part"))?;
         let caps = self.bindable_role(caller, &group, &role).await?;
         self.check_no_escalation(caller, &group, caps)?;
         let updated = self
@@ -220,11 +194,7 @@ impl Ward {
     }
 
     /// Deletes a binding; deleting one that is already gone succeeds (AIP-135).
-    pub async fn delete_role_binding(
-        &self,
-        caller: &Caller,
-        req: DeleteRoleBindingRequest,
-    ) -> Result<()> {
+    pub async fn delete_role_binding(&self, caller: &Caller, req: DeleteRoleBindingRequest) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
         if uid.is_root() {
             return Err(Error::invalid("uid", "a role binding uid has a group part"));

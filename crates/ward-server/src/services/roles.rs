@@ -34,9 +34,7 @@ fn caps_of(numbers: &[i32], bad: &mut Vec<FieldViolation>) -> CapSet {
             Some(c) => set.insert(c),
             None => bad.push(FieldViolation {
                 field: "capabilities".into(),
-                description: format!(
-                    "capabilities: {n} is not a capability this server implements"
-                ),
+                description: format!("capabilities: {n} is not a capability this server implements"),
             }),
         }
     }
@@ -48,10 +46,7 @@ pub(crate) fn to_proto(r: RoleRecord) -> Role {
         uid: r.uid,
         name: r.name,
         description: r.description,
-        capabilities: CapSet::from_storage(&r.capabilities)
-            .iter()
-            .map(|c| c as i32)
-            .collect(),
+        capabilities: CapSet::from_storage(&r.capabilities).iter().map(|c| c as i32).collect(),
         create_time: Some(Timestamp::from_millis(r.create_time)),
         update_time: Some(Timestamp::from_millis(r.update_time)),
     }
@@ -71,9 +66,7 @@ impl Ward {
     async fn visible_role(&self, caller: &Caller, uid: &Uidp) -> Result<RoleRecord> {
         let record = self.store.get_role(uid).await?;
         let visible = match &record {
-            Some(r) if r.parent_uid.is_none() => {
-                caller.is_admin || caller.grants.anywhere(rpc::GET_ROLE.capability)
-            }
+            Some(r) if r.parent_uid.is_none() => caller.is_admin || caller.grants.anywhere(rpc::GET_ROLE.capability),
             _ => self.caps_at(caller, uid).contains(rpc::GET_ROLE.capability),
         };
         match record {
@@ -119,21 +112,13 @@ impl Ward {
         Ok(to_proto(self.visible_role(caller, &uid).await?))
     }
 
-    pub async fn list_roles(
-        &self,
-        caller: &Caller,
-        req: ListRolesRequest,
-    ) -> Result<ListRolesResponse> {
+    pub async fn list_roles(&self, caller: &Caller, req: ListRolesRequest) -> Result<ListRolesResponse> {
         let visible = self
             .visible_scopes(caller, rpc::LIST_ROLES.capability)
             .map(|mut scopes| {
                 if !scopes.is_empty() {
                     // Whoever may list roles somewhere sees the built-in ones.
-                    scopes.extend(
-                        BUILTIN_ROLES
-                            .iter()
-                            .filter_map(|r| Uidp::parse("uid", &r.uid()).ok()),
-                    );
+                    scopes.extend(BUILTIN_ROLES.iter().filter_map(|r| Uidp::parse("uid", &r.uid()).ok()));
                 }
                 scopes
             });
@@ -206,10 +191,7 @@ impl Ward {
         if mask.is_empty() {
             return Ok(to_proto(current));
         }
-        let record = self
-            .store
-            .update_role(&uid, &patch, self.clock.now_millis())
-            .await?;
+        let record = self.store.update_role(&uid, &patch, self.clock.now_millis()).await?;
         self.grants_changed();
         Ok(to_proto(record))
     }

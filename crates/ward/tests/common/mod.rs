@@ -43,15 +43,9 @@ impl TestServer {
         Self::start_shared_with(db, |_| {}).await
     }
 
-    async fn start_shared_with(
-        db: Arc<TestDatabase>,
-        configure: impl FnOnce(&mut ServerConfig),
-    ) -> Self {
+    async fn start_shared_with(db: Arc<TestDatabase>, configure: impl FnOnce(&mut ServerConfig)) -> Self {
         let data_dir = tempfile::tempdir().expect("temp dir");
-        let mut config = ServerConfig::new(
-            "127.0.0.1:0".parse().unwrap(),
-            data_dir.path().to_path_buf(),
-        );
+        let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), data_dir.path().to_path_buf());
         config.database = Some(db.url.clone());
         configure(&mut config);
         let clock = OffsetClock::default();
@@ -59,8 +53,7 @@ impl TestServer {
             .await
             .expect("server starts");
         let base = format!("http://{}", running.addr);
-        let token = std::fs::read_to_string(data_dir.path().join("admin.token"))
-            .expect("admin token written");
+        let token = std::fs::read_to_string(data_dir.path().join("admin.token")).expect("admin token written");
         Self {
             base,
             token,
@@ -82,22 +75,12 @@ impl TestServer {
     /// Stops gracefully and starts again on the same database and data directory
     /// (on a new port). The admin token is re-read.
     pub async fn restart(&mut self) {
-        self.running
-            .take()
-            .expect("running")
-            .stop()
+        self.running.take().expect("running").stop().await.expect("clean stop");
+        let running = ward_server::start(&self.config, Arc::new(self.clock.clone()), std::future::pending())
             .await
-            .expect("clean stop");
-        let running = ward_server::start(
-            &self.config,
-            Arc::new(self.clock.clone()),
-            std::future::pending(),
-        )
-        .await
-        .expect("restart");
+            .expect("restart");
         self.base = format!("http://{}", running.addr);
-        self.token =
-            std::fs::read_to_string(self.config.data_dir.join("admin.token")).expect("admin token");
+        self.token = std::fs::read_to_string(self.config.data_dir.join("admin.token")).expect("admin token");
         self.running = Some(running);
     }
 
@@ -110,23 +93,12 @@ impl TestServer {
     }
 
     /// Sends a request with the admin token; returns the status and JSON body.
-    pub async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
+    pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
         self.call_as(&self.token, method, path, body).await
     }
 
     /// Sends a request with `token` ("" for none).
-    pub async fn call_as(
-        &self,
-        token: &str,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
+    pub async fn call_as(&self, token: &str, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
         if !token.is_empty() {
             req = req.bearer_auth(token);
@@ -169,12 +141,7 @@ impl TestServer {
             None => "/iam/v2beta1/groups".to_owned(),
         };
         let (status, body) = self.post(&path, serde_json::json!({ "name": name })).await;
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "[{}] create {name}: {body}",
-            self.backend
-        );
+        assert_eq!(status, StatusCode::OK, "[{}] create {name}: {body}", self.backend);
         body
     }
 }
@@ -194,14 +161,7 @@ pub fn uid(v: &Value) -> String {
 }
 
 /// Asserts an AIP-193 error body: `code`, ErrorInfo reason, and returns the body.
-pub fn assert_error(
-    backend: &str,
-    status: StatusCode,
-    body: &Value,
-    http: u16,
-    code: i64,
-    reason: &str,
-) {
+pub fn assert_error(backend: &str, status: StatusCode, body: &Value, http: u16, code: i64, reason: &str) {
     assert_eq!(status.as_u16(), http, "[{backend}] status; body: {body}");
     assert_eq!(body["code"], code, "[{backend}] code; body: {body}");
     let details = body["details"].as_array().expect("details array");

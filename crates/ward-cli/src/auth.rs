@@ -1,0 +1,255 @@
+//! `ward auth login|token|status|logout`: Ward API tokens for workloads.
+//!
+//! A workload (say, a CI job) holds an OIDC identity token from its platform.
+//! `ward auth login` exchanges it at the issuer's STS
+//! (`GET {issuer}/sts/exchange?aud=…&identity=…`, the identity token as bearer)
+//! for a Ward API token, and caches that per audience (see [`crate::cache`])
+//! together with where the identity token came from. Later commands use the
+//! cached token, and exchange again from the same identity-token file once it
+//! has a minute or less left, so a CI job whose platform refreshes the file
+//! keeps working as long as the file does.
+//!
+//! The issuer is `--issuer`/`WARD_ISSUER` when given, else the one the token
+//! was first obtained from, else discovered from the API's
+//! `/.well-known/openid-configuration`.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::{Context as _, bail};
+use reqwest::Method;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::cache::{self, Cache, Entry};
+use crate::{Client, Connection, Format, output};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum AuthCommand {
+    /// Exchange an identity token (e.g. a CI job's OIDC token) for a Ward API
+    /// token and cache it for later commands.
+    Login {
+        /// The Ward identity (uid) to act as.
+        #[arg(long)]
+        identity: String,
+        /// File holding the identity token, or `-` to read it from stdin. A
+        /// file is read again whenever the cached token needs renewing.
+        #[arg(long, value_name = "FILE")]
+        identity_token: PathBuf,
+        /// Audience of the Ward token [default: the API URL].
+        #[arg(long)]
+        audience: Option<String>,
+    },
+    /// Print a valid Ward API token from the cache, renewing it if needed.
+    Token {
+        /// Audience of the token [default: the API URL].
+        #[arg(long)]
+        audience: Option<String>,
+    },
+    /// Show who the current token is for and what it may do, per group.
+    Status,
+    /// Forget every cached token.
+    Logout,
+}
+
+/// Runs an `ward auth` command.
+pub async fn run(conn: &Connection, cmd: AuthCommand) -> anyhow::Result<()> {
+    match cmd {
+        AuthCommand::Login {
+            identity,
+            identity_token,
+            audience,
+        } => login(conn, identity, &identity_token, audience).await,
+        AuthCommand::Token { audience } => {
+            let audience = audience.unwrap_or_else(|| default_audience(conn));
+            match cached_token(conn, &audience).await? {
+                Some(token) => {
+                    println!("{token}");
+                    Ok(())
+                }
+                None => bail!("not logged in for {audience}: {}", login_hint(conn, &audience)),
+            }
+        }
+        AuthCommand::Status => status(conn).await,
+        AuthCommand::Logout => {
+            let cache = Cache::from_env()?;
+            let n = cache.clear()?;
+            println!("Logged out: removed {n} cached token(s) from {}", cache.dir().display());
+            Ok(())
+        }
+    }
+}
+
+/// The audience tokens are for unless `--audience` says otherwise: the API URL.
+pub fn default_audience(conn: &Connection) -> String {
+    conn.api.trim_end_matches('/').to_owned()
+}
+
+/// The cached token for `audience`, renewed from the remembered identity-token
+/// file when it has a minute or less left; `None` when there is no cached token.
+pub async fn cached_token(conn: &Connection, audience: &str) -> anyhow::Result<Option<String>> {
+    let cache = Cache::from_env()?;
+    let Some(entry) = cache.load(audience)? else {
+        return Ok(None);
+    };
+    if entry.is_fresh(SystemTime::now()) {
+        return Ok(Some(entry.token));
+    }
+    let again = login_hint(conn, audience);
+    let Some(file) = entry.identity_token_file.as_deref() else {
+        bail!(
+            "the cached token for {audience} has expired and cannot be renewed \
+             (its identity token came from stdin): {again}"
+        );
+    };
+    let renew = || format!("renewing the token for {audience} ({again})");
+    let identity_token = read_identity_token(file).with_context(renew)?;
+    let issuer = conn.issuer.clone().unwrap_or(entry.issuer.clone());
+    let exchanged = exchange(&issuer, &identity_token, audience, &entry.identity)
+        .await
+        .with_context(renew)?;
+    let token = exchanged.token.clone();
+    cache.store(&Entry {
+        token: exchanged.token,
+        issuer,
+        ..entry
+    })?;
+    Ok(Some(token))
+}
+
+/// What to run to (re)log in for `audience`.
+fn login_hint(conn: &Connection, audience: &str) -> String {
+    let flag = if audience == default_audience(conn) {
+        String::new()
+    } else {
+        format!(" --audience {audience}")
+    };
+    format!("run `ward auth login --identity UID --identity-token FILE{flag}`")
+}
+
+async fn login(
+    conn: &Connection,
+    identity: String,
+    identity_token: &Path,
+    audience: Option<String>,
+) -> anyhow::Result<()> {
+    let audience = audience.unwrap_or_else(|| default_audience(conn));
+    let from_stdin = identity_token == Path::new("-");
+    let token = read_identity_token(identity_token)?;
+    let issuer = match &conn.issuer {
+        Some(i) => i.clone(),
+        None => discover_issuer(&conn.api).await?,
+    };
+    let exchanged = exchange(&issuer, &token, &audience, &identity).await?;
+    let identity_token_file = if from_stdin {
+        None
+    } else {
+        // Absolute, so renewing works from any working directory.
+        Some(std::path::absolute(identity_token).context("resolving --identity-token")?)
+    };
+    let subject = cache::jwt_claims(&exchanged.token)
+        .and_then(|c| c["sub"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| identity.clone());
+    Cache::from_env()?.store(&Entry {
+        audience: audience.clone(),
+        token: exchanged.token,
+        identity,
+        issuer,
+        identity_token_file,
+    })?;
+    println!("Logged in to {audience} as {subject} until {}", exchanged.expiry);
+    Ok(())
+}
+
+/// The identity token in `path` (`-`: stdin), without surrounding whitespace.
+fn read_identity_token(path: &Path) -> anyhow::Result<String> {
+    let token = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).context("reading the identity token from stdin")?
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("reading the identity token file {}", path.display()))?
+    };
+    let token = token.trim();
+    if token.is_empty() {
+        bail!("the identity token in {} is empty", path.display());
+    }
+    Ok(token.to_owned())
+}
+
+/// The issuer named by the API's OIDC discovery document.
+async fn discover_issuer(api: &str) -> anyhow::Result<String> {
+    #[derive(Deserialize)]
+    struct Discovery {
+        issuer: String,
+    }
+    let d: Discovery = Client::new(api, String::new())?
+        .call::<(), _>(Method::GET, "/.well-known/openid-configuration", &[], None)
+        .await
+        .with_context(|| format!("finding the issuer of {api} (or pass --issuer)"))?;
+    Ok(d.issuer)
+}
+
+/// The STS's reply.
+#[derive(Deserialize)]
+struct Exchanged {
+    token: String,
+    /// RFC 3339.
+    #[serde(default)]
+    expiry: String,
+}
+
+/// Exchanges `identity_token` at `issuer`'s STS for a Ward token for
+/// `audience`, acting as `identity`.
+async fn exchange(issuer: &str, identity_token: &str, audience: &str, identity: &str) -> anyhow::Result<Exchanged> {
+    let query = [("aud", audience.to_owned()), ("identity", identity.to_owned())];
+    Client::new(issuer, identity_token.to_owned())?
+        .call::<(), _>(Method::GET, "/sts/exchange", &query, None)
+        .await
+        .with_context(|| format!("exchanging the identity token at {issuer}"))
+}
+
+/// The reply of `/auth/v1/ok`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WhoAmI {
+    #[serde(default)]
+    issuer: String,
+    #[serde(default)]
+    subject: String,
+    #[serde(default)]
+    audience: Vec<String>,
+    #[serde(default)]
+    expiry: String,
+    #[serde(default)]
+    capabilities: Vec<GroupCapabilities>,
+}
+
+#[derive(Deserialize)]
+struct GroupCapabilities {
+    group: String,
+    #[serde(default)]
+    capabilities: Vec<String>,
+}
+
+async fn status(conn: &Connection) -> anyhow::Result<()> {
+    let reply: Value = conn
+        .client()
+        .await?
+        .call::<(), _>(Method::GET, "/auth/v1/ok", &[], None)
+        .await?;
+    if conn.output == Format::Json {
+        return output::json(&reply);
+    }
+    let who: WhoAmI = serde_json::from_value(reply).context("decoding the reply to /auth/v1/ok")?;
+    println!("Subject:  {}", who.subject);
+    println!("Issuer:   {}", who.issuer);
+    println!("Audience: {}", who.audience.join(", "));
+    println!("Expiry:   {}", who.expiry);
+    output::table(
+        &["GROUP", "CAPABILITIES"],
+        who.capabilities
+            .into_iter()
+            .map(|g| vec![g.group, g.capabilities.join("\n")])
+            .collect(),
+    );
+    Ok(())
+}

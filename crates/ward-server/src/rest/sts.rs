@@ -1,0 +1,81 @@
+//! The token exchange and who-am-I over REST.
+//!
+//! `/sts/exchange` takes its parameters from the query string, and for POST
+//! also from an `application/x-www-form-urlencoded` body (what SDK clients
+//! send). Repeated parameters may also be comma-separated.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::http::HeaderMap;
+use axum::routing::get;
+use serde_json::{Value, json};
+use ward_core::Error;
+use ward_core::capability::CapSet;
+use ward_proto::Timestamp;
+
+use super::{Auth, MAX_BODY_BYTES, Params, Reply};
+use crate::services::sts::ExchangeRequest;
+use crate::status::ApiError;
+use crate::ward::Ward;
+
+pub fn routes(issuer_path: &str) -> axum::Router<Arc<Ward>> {
+    axum::Router::new()
+        .route(&format!("{issuer_path}/sts/exchange"), get(exchange).post(exchange))
+        .route("/auth/v1/ok", get(who_am_i))
+}
+
+fn rfc3339(secs: i64) -> Value {
+    serde_json::to_value(Timestamp {
+        seconds: secs,
+        nanos: 0,
+    })
+    .unwrap_or(Value::Null)
+}
+
+async fn exchange(State(w): State<Arc<Ward>>, headers: HeaderMap, mut q: Params, req: Request) -> Reply<Value> {
+    let is_form = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
+    if is_form {
+        let body = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
+            .await
+            .map_err(|_| Error::invalid("body", format!("the request body exceeds {MAX_BODY_BYTES} bytes")))?;
+        q.extend_form(&body);
+    }
+    let mut scopes = q.list("scopes");
+    scopes.extend(q.list("scope"));
+    let identity = q.string("identity");
+    let req = ExchangeRequest {
+        audiences: q.list("aud"),
+        identity: (!identity.is_empty()).then_some(identity),
+        scopes,
+        caps: q.list("cap"),
+    };
+    q.finish()?;
+    let authorization = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let out = w.exchange(authorization, req).await.map_err(ApiError::from)?;
+    Ok(Json(json!({ "token": out.token, "expiry": rfc3339(out.expiry_secs) })))
+}
+
+/// Who the caller is, until when, and what it may do where.
+async fn who_am_i(Auth(c): Auth, q: Params) -> Reply<Value> {
+    q.finish()?;
+    let mut groups: Vec<(&str, CapSet)> = c.grants.iter().filter(|(_, caps)| !caps.is_empty()).collect();
+    groups.sort_by(|a, b| a.0.cmp(b.0));
+    let capabilities: Vec<Value> = groups
+        .into_iter()
+        .map(|(g, caps)| json!({ "group": g, "capabilities": caps.iter().map(|c| c.enum_name()).collect::<Vec<_>>() }))
+        .collect();
+    Ok(Json(json!({
+        "issuer": c.claims.iss,
+        "subject": c.claims.sub,
+        "audience": c.claims.aud.to_vec(),
+        "expiry": rfc3339(c.claims.exp),
+        "issuedAt": rfc3339(c.claims.iat),
+        "serverAdmin": c.is_admin,
+        "capabilities": capabilities,
+    })))
+}

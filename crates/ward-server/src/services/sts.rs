@@ -1,0 +1,279 @@
+//! The token exchange (`/sts/exchange`): a workload presents its platform's
+//! OIDC token and receives a one-hour Ward API token for an identity whose
+//! relationship the token satisfies.
+//!
+//! Checks run cheapest and least revealing first: the token's times, the
+//! identity, then its issuer, subject, audience and claims, and only then the
+//! signature. So keys are fetched only for an issuer that the identity names.
+//! Failures say which check failed, never what the identity expects.
+
+use ward_auth::upstream::{Unverified, parse_jwks};
+use ward_auth::{Actor, Audience, Grant};
+use ward_core::capability::{CapSet, Capability};
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+use ward_proto::iam::v2::{ClaimMatch, RelationshipType, StaticKeys, claim_match};
+use ward_store::IdentityRecord;
+
+use super::identities::compile_pattern;
+use crate::authz::Grants;
+use crate::ward::Ward;
+
+/// What the caller asks for.
+#[derive(Debug, Default)]
+pub struct ExchangeRequest {
+    /// Empty: the API URL.
+    pub audiences: Vec<String>,
+    pub identity: Option<String>,
+    /// Group uids to restrict the token to.
+    pub scopes: Vec<String>,
+    /// Capability names (enum or dotted) to restrict the token to.
+    pub caps: Vec<String>,
+}
+
+/// A minted token.
+pub struct Exchanged {
+    pub token: String,
+    pub expiry_secs: i64,
+}
+
+fn reject(msg: impl Into<String>) -> Error {
+    Error::Unauthenticated(msg.into())
+}
+
+/// `value` equals `exact`, or fully matches `pattern` (anchored).
+fn matches(value: &str, exact: Option<&str>, pattern: Option<&str>) -> bool {
+    match (exact, pattern) {
+        (Some(e), _) => value == e,
+        (None, Some(p)) => compile_pattern(p).is_ok_and(|re| re.is_match(value)),
+        (None, None) => false,
+    }
+}
+
+/// A claim's value as text (strings as they are, other JSON as JSON).
+fn claim_text(token: &Unverified, name: &str) -> Option<String> {
+    token
+        .claims
+        .get(name)
+        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+}
+
+impl Ward {
+    /// Without `audience`/`audience_pattern`, an upstream token must be meant for
+    /// Ward: its `aud` must include Ward's issuer URL.
+    fn check_claim_match(&self, m: &ClaimMatch, token: &Unverified, iss: &str, sub: &str) -> Result<()> {
+        let (iss_exact, iss_pattern) = match &m.iss {
+            Some(claim_match::Iss::Issuer(s)) => (Some(s.as_str()), None),
+            Some(claim_match::Iss::IssuerPattern(p)) => (None, Some(p.as_str())),
+            None => (None, None),
+        };
+        if !matches(iss, iss_exact, iss_pattern) {
+            return Err(reject("the identity token's issuer does not match the identity"));
+        }
+        let (sub_exact, sub_pattern) = match &m.sub {
+            Some(claim_match::Sub::Subject(s)) => (Some(s.as_str()), None),
+            Some(claim_match::Sub::SubjectPattern(p)) => (None, Some(p.as_str())),
+            None => (None, None),
+        };
+        if !matches(sub, sub_exact, sub_pattern) {
+            return Err(reject("the identity token's subject does not match the identity"));
+        }
+        let auds = token.audiences();
+        let aud_ok = match &m.aud {
+            Some(claim_match::Aud::Audience(a)) => auds.iter().any(|x| x == a),
+            Some(claim_match::Aud::AudiencePattern(p)) => auds.iter().any(|x| matches(x, None, Some(p))),
+            None => auds.iter().any(|x| x == self.tokens.issuer()),
+        };
+        if !aud_ok {
+            return Err(reject("the identity token's audience does not match the identity"));
+        }
+        for (name, want) in &m.claims {
+            if claim_text(token, name).as_deref() != Some(want.as_str()) {
+                return Err(reject(format!(
+                    "the identity token's claim \"{name}\" does not match the identity"
+                )));
+            }
+        }
+        for (name, pattern) in &m.claim_patterns {
+            if !claim_text(token, name).is_some_and(|v| matches(&v, None, Some(pattern))) {
+                return Err(reject(format!(
+                    "the identity token's claim \"{name}\" does not match the identity"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_static_keys(&self, k: &StaticKeys, token: &Unverified, iss: &str, sub: &str, now_ms: i64) -> Result<()> {
+        if k.expiration_time.is_some_and(|t| t.to_millis() <= now_ms) {
+            return Err(reject("the identity has expired"));
+        }
+        if iss != k.issuer {
+            return Err(reject("the identity token's issuer does not match the identity"));
+        }
+        if sub != k.subject {
+            return Err(reject("the identity token's subject does not match the identity"));
+        }
+        let auds = token.audiences();
+        let want = k.audiences.first().map_or(self.tokens.issuer(), String::as_str);
+        if !auds.iter().any(|a| a == want) {
+            return Err(reject("the identity token's audience does not match the identity"));
+        }
+        token.verify_signature(&parse_jwks(&k.issuer_keys)?)
+    }
+
+    /// The identity the token is for: the named one, or the single identity
+    /// whose exact issuer and subject are the token's.
+    async fn identity_for(&self, named: Option<&str>, iss: &str, sub: &str) -> Result<IdentityRecord> {
+        if let Some(uid) = named {
+            let uid = Uidp::parse("identity", uid)?;
+            return self
+                .store
+                .get_identity(&uid)
+                .await?
+                .ok_or_else(|| reject("unknown identity"));
+        }
+        let mut found = self.store.find_identities(iss, sub).await?;
+        match found.len() {
+            1 => Ok(found.remove(0)),
+            0 => Err(reject(
+                "no identity matches this token's issuer and subject; pass identity=<uid>",
+            )),
+            _ => Err(reject(
+                "several identities match this token's issuer and subject (ambiguous identity); pass identity=<uid>",
+            )),
+        }
+    }
+
+    pub async fn exchange(&self, authorization: Option<&str>, req: ExchangeRequest) -> Result<Exchanged> {
+        let now_ms = self.clock.now_millis();
+        let raw = authorization
+            .and_then(ward_auth::bearer)
+            .ok_or_else(|| reject("an identity token is required (Authorization: Bearer <token>)"))?;
+        let token = Unverified::peek(raw)?;
+        token.check_times(now_ms.div_euclid(1000))?;
+        let iss = token
+            .str_claim("iss")
+            .ok_or_else(|| reject("the identity token has no iss claim"))?
+            .to_owned();
+        let sub = token
+            .str_claim("sub")
+            .ok_or_else(|| reject("the identity token has no sub claim"))?
+            .to_owned();
+        let identity = self.identity_for(req.identity.as_deref(), &iss, &sub).await?;
+        let mut expires_at = None;
+        if identity.relationship_type == RelationshipType::Static as i64 {
+            let k: StaticKeys = serde_json::from_str(&identity.relationship).map_err(Error::internal)?;
+            self.check_static_keys(&k, &token, &iss, &sub, now_ms)?;
+            expires_at = k.expiration_time.map(|t| t.seconds);
+        } else {
+            let m: ClaimMatch = serde_json::from_str(&identity.relationship).map_err(Error::internal)?;
+            self.check_claim_match(&m, &token, &iss, &sub)?;
+            let keys = self.upstream.keys(&iss, false).await?;
+            let unknown_kid = token
+                .header
+                .kid
+                .as_ref()
+                .is_some_and(|kid| !keys.keys.iter().any(|k| k.common.key_id.as_ref() == Some(kid)));
+            let keys = if unknown_kid {
+                self.upstream.keys(&iss, true).await?
+            } else {
+                keys
+            };
+            token.verify_signature(&keys)?;
+        }
+        let uid = Uidp::parse("identity", &identity.uid)?;
+        let (scopes, cap) = self.narrowing(&identity.uid, &req).await?;
+        let audiences = self.token_audiences(req.audiences)?;
+        let grant = Grant {
+            subject: identity.uid.clone(),
+            audiences,
+            expires_at,
+            act: Some(Actor {
+                iss,
+                sub,
+                aud: match token.audiences() {
+                    mut v if v.len() == 1 => Audience::One(v.remove(0)),
+                    v => Audience::Many(v),
+                },
+            }),
+            scopes,
+            cap,
+        };
+        let (token, expiry_secs) = self.tokens.mint_grant(&grant)?;
+        self.store.touch_identity(&uid, now_ms).await?;
+        tracing::info!(identity = %identity.uid, "token exchanged");
+        Ok(Exchanged { token, expiry_secs })
+    }
+
+    /// Audiences Ward serves: its API URL and its issuer URL.
+    fn token_audiences(&self, requested: Vec<String>) -> Result<Vec<String>> {
+        let served = [self.tokens.audience(), self.tokens.issuer()];
+        let mut out: Vec<String> = Vec::new();
+        for a in requested.into_iter().map(|a| a.trim_end_matches('/').to_owned()) {
+            if !served.contains(&a.as_str()) {
+                return Err(Error::invalid(
+                    "aud",
+                    format!("aud \"{a}\" is not an audience this server issues tokens for"),
+                ));
+            }
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Checks a request to narrow the token; it can never widen: each scope
+    /// must be a group where the identity holds something, and each capability
+    /// one it holds in those scopes.
+    async fn narrowing(
+        &self,
+        identity: &str,
+        req: &ExchangeRequest,
+    ) -> Result<(Option<Vec<String>>, Option<Vec<String>>)> {
+        if req.scopes.is_empty() && req.caps.is_empty() {
+            return Ok((None, None));
+        }
+        let grants = Grants::from_rows(self.store.grants(identity).await?);
+        let mut held = CapSet::EMPTY;
+        let scopes = if req.scopes.is_empty() {
+            for (_, caps) in grants.iter() {
+                held = held.union(caps);
+            }
+            None
+        } else {
+            let mut v = Vec::new();
+            for s in &req.scopes {
+                let uid = Uidp::parse("scopes", s)?;
+                let at = grants.at(&uid);
+                if at.is_empty() {
+                    return Err(Error::PermissionDenied(format!(
+                        "cannot narrow to scope {uid}: the identity holds nothing there"
+                    )));
+                }
+                held = held.union(at);
+                v.push(uid.into());
+            }
+            Some(v)
+        };
+        let cap = if req.caps.is_empty() {
+            None
+        } else {
+            let mut v = Vec::new();
+            for name in &req.caps {
+                let c = Capability::from_name(name)
+                    .ok_or_else(|| Error::invalid("cap", format!("\"{name}\" is not a capability")))?;
+                if !held.contains(c) {
+                    return Err(Error::PermissionDenied(format!(
+                        "cannot request {}: the identity does not hold it there",
+                        c.dotted_name()
+                    )));
+                }
+                v.push(c.dotted_name().to_owned());
+            }
+            Some(v)
+        };
+        Ok((scopes, cap))
+    }
+}
