@@ -2006,3 +2006,70 @@ async fn rotate_key_cli_adds_a_key_servers_pick_up() {
         assert_eq!(status, StatusCode::OK, "[{b}]");
     }
 }
+
+/// The CI-workload flow through the `ward` binary against the real exchange:
+/// log in with an upstream identity token, read with the cached Ward token,
+/// and see a write refused.
+#[tokio::test]
+async fn cli_login_exchanges_and_acts_as_the_identity() {
+    for s in dev_servers().await {
+        let b = s.backend;
+        let (iss, key) = Issuer::with_key(Signer::ed25519()).await;
+        let org = uid(&s.create_group(None, "acme").await);
+        let id = create_identity(&s, &org, "ci", claim_match(&iss.url, SUB)).await;
+        bind(&s, &org, &id, &builtin_role(&s, "viewer").await).await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let oidc = dir.path().join("oidc-token");
+        std::fs::write(&oidc, key.sign(&iss.claims(&s, SUB))).expect("write the identity token");
+        let ward = |args: Vec<String>| {
+            let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_ward"));
+            c.args(args)
+                .env("WARD_API", &s.base)
+                .env("WARD_CONFIG_DIR", dir.path().join("config"))
+                .env_remove("WARD_TOKEN")
+                .env_remove("WARD_TOKEN_FILE")
+                .env_remove("WARD_ISSUER");
+            async move {
+                let out = c.output().await.expect("run ward");
+                (
+                    out.status.success(),
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                    String::from_utf8_lossy(&out.stderr).into_owned(),
+                )
+            }
+        };
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+
+        let (ok, out, err) = ward(args(&[
+            "auth",
+            "login",
+            "--identity",
+            &id,
+            "--identity-token",
+            &oidc.display().to_string(),
+        ]))
+        .await;
+        assert!(ok, "[{b}] login: {out} {err}");
+        assert!(out.contains(&id), "[{b}] login names the identity: {out}");
+
+        let (ok, out, err) = ward(args(&["iam", "groups", "list", "-o", "json"])).await;
+        assert!(ok, "[{b}] list: {err}");
+        let groups: Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(groups[0]["uid"], org, "[{b}] the identity sees its org: {out}");
+
+        let (ok, out, err) = ward(args(&["iam", "groups", "create", "team", "--parent", &org])).await;
+        assert!(!ok, "[{b}] a viewer cannot create: {out}");
+        assert!(err.contains("HTTP 403"), "[{b}] refused with 403: {err}");
+
+        let (ok, out, err) = ward(args(&["auth", "status", "-o", "json"])).await;
+        assert!(ok, "[{b}] status: {err}");
+        let status: Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(status["subject"], id, "[{b}] {status}");
+
+        let (ok, out, _) = ward(args(&["auth", "token"])).await;
+        assert!(ok, "[{b}] token");
+        let (_, claims) = jwt_parts(out.trim());
+        assert_eq!(claims["sub"], id, "[{b}] {claims}");
+        assert_eq!(claims["act"]["iss"], iss.url, "[{b}] {claims}");
+    }
+}
