@@ -27,6 +27,9 @@ pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
 pub const KEYS_TTL_MS: i64 = 60 * 60 * 1000;
 pub const REFETCH_INTERVAL_MS: i64 = 30 * 1000;
+/// After a failed fetch, the same issuer is not tried again for this long:
+/// forged tokens naming a down issuer cannot make every request wait on it.
+pub const FAILURE_BACKOFF_MS: i64 = 10 * 1000;
 /// Largest upstream token accepted.
 pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// Clock skew tolerated on `exp`, `nbf` and `iat`.
@@ -183,6 +186,8 @@ pub struct Upstream {
     policy: FetchPolicy,
     clock: std::sync::Arc<dyn Clock>,
     keys: Mutex<HashMap<String, std::sync::Arc<CachedKeys>>>,
+    /// Recent failed fetches: issuer → (when, what went wrong).
+    failures: Mutex<HashMap<String, (i64, String)>>,
 }
 
 fn is_public(ip: IpAddr) -> bool {
@@ -214,6 +219,7 @@ impl Upstream {
             policy,
             clock,
             keys: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
         }
     }
 
@@ -229,7 +235,26 @@ impl Upstream {
                 return Ok(c.keys.clone());
             }
         }
-        let keys = self.fetch_keys(issuer).await?;
+        if let Some((at, why)) = self.failures.lock().expect("failures lock").get(issuer)
+            && now - at < FAILURE_BACKOFF_MS
+        {
+            return Err(reject(format!("{why} (not retried for a few seconds)")));
+        }
+        let keys = match self.fetch_keys(issuer).await {
+            Ok(k) => k,
+            Err(e) => {
+                let why = match &e {
+                    Error::Unauthenticated(m) => m.clone(),
+                    other => other.to_string(),
+                };
+                self.failures
+                    .lock()
+                    .expect("failures lock")
+                    .insert(issuer.to_owned(), (now, why));
+                return Err(e);
+            }
+        };
+        self.failures.lock().expect("failures lock").remove(issuer);
         self.keys.lock().expect("keys lock").insert(
             issuer.to_owned(),
             std::sync::Arc::new(CachedKeys {

@@ -1519,8 +1519,14 @@ async fn misbehaving_issuers_are_refused() {
         let r = exchange(&s, &key.sign(&c), &[("identity", &id)]).await;
         assert_refused("dev", name, &r, 401, needle);
         assert_eq!((iss.discovery_hits(), iss.jwks_hits()), (1, 0), "[{name}]");
-        // Failures are not cached: once the issuer behaves, the identity works.
+        // A failure is remembered briefly: an immediate retry does not reach
+        // the issuer, even once it behaves again…
         iss.misbehave(Discovery::Honest);
+        let r = exchange(&s, &key.sign(&c), &[("identity", &id)]).await;
+        assert_refused("dev", name, &r, 401, "not retried");
+        assert_eq!(iss.discovery_hits(), 1, "[{name}] no refetch within the backoff");
+        // …and after the backoff the identity works.
+        s.clock.advance_millis(ward_auth::upstream::FAILURE_BACKOFF_MS + 1);
         exchange_ok(&s, &key.sign(&c), &[("identity", &id)]).await;
     }
     assert_eq!(honest.discovery_hits(), 0, "the redirect was not followed");
