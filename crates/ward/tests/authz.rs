@@ -19,7 +19,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::{TestServer, assert_error, uid};
+use common::{TestServer, assert_error, enc, uid};
 use proptest::sample::Index;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -276,19 +276,6 @@ async fn admin_role(s: &TestServer, parent: &str, name: &str, caps: CapSet) -> S
 
 fn mint(s: &TestServer, subject: &str) -> String {
     s.ward().tokens.mint(subject).expect("mint a token")
-}
-
-/// Percent-encodes a query value.
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// Walks a listing of `kind` as `token` with `page_size`; checks the page

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{TestServer, assert_error, uid};
+use common::{TestServer, assert_error, enc, is_hex, uid};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -19,19 +19,6 @@ const G: &str = "/iam/v2beta1/groups";
 // Helpers
 // ---------------------------------------------------------------------------
 
-/// Percent-encodes a query value.
-fn enc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// `?k1=v1&k2=v2` with values encoded (keys are written as given).
 fn query(pairs: &[(&str, &str)]) -> String {
     if pairs.is_empty() {
@@ -39,10 +26,6 @@ fn query(pairs: &[(&str, &str)]) -> String {
     }
     let parts: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={}", enc(v))).collect();
     format!("?{}", parts.join("&"))
-}
-
-fn is_hex(s: &str, len: usize) -> bool {
-    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn timestamp_re() -> regex::Regex {

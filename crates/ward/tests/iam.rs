@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{TestServer, assert_error, uid};
+use common::{TestServer, assert_error, enc, is_hex, uid};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tonic::service::Interceptor;
@@ -63,23 +63,6 @@ const ALL_CAPS: [&str; 16] = [
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
-
-/// Percent-encodes a query value.
-fn enc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-fn is_hex(s: &str, len: usize) -> bool {
-    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
 
 /// Asserts `child` is `parent` + "/" + 16 lowercase hex digits.
 fn assert_child_uid(backend: &str, parent: &str, child: &str) {

@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use common::{TestServer, assert_error, uid};
+use common::{TestServer, assert_error, enc, uid};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::header::{HeaderMap, WWW_AUTHENTICATE};
 use reqwest::{Method, StatusCode};
@@ -311,19 +311,6 @@ async fn dev_servers() -> Vec<TestServer> {
         v.push(TestServer::start_with(db, |c| c.dev = true).await);
     }
     v
-}
-
-/// Percent-encodes a query value.
-fn enc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 fn encode_pairs(pairs: &[(&str, &str)]) -> String {

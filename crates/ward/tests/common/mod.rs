@@ -172,3 +172,21 @@ pub fn assert_error(backend: &str, status: StatusCode, body: &Value, http: u16, 
     assert_eq!(info["reason"], reason, "[{backend}] reason; body: {body}");
     assert_eq!(info["domain"], "iam.chainguard.dev", "[{backend}] domain");
 }
+
+/// Percent-encodes a query value.
+pub fn enc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Whether `s` is `len` lowercase hex digits.
+pub fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
