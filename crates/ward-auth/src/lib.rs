@@ -7,8 +7,10 @@
 //! old public keys until their tokens have expired).
 //!
 //! Verification costs a signature check (tens of µs), so verified claims are
-//! cached by the SHA-256 of the token; expiry is re-checked against the injected
-//! clock on every hit, so a cached token still stops working on time.
+//! cached by the SHA-256 of the token, with the `kid` that signed it; expiry is
+//! re-checked against the injected clock on every hit, so a cached token still
+//! stops working on time, and so is its key: once a refresh finds a key gone
+//! from the database, every token it signed stops working, cached or not.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -146,7 +148,15 @@ pub struct Tokens {
     issuer: String,
     audience: String,
     keys: RwLock<KeySet>,
-    verified: moka::sync::Cache<[u8; 32], Arc<Claims>>,
+    /// SHA-256 of a verified token → the kid that signed it, and its claims.
+    verified: moka::sync::Cache<[u8; 32], Verified>,
+}
+
+/// A verified token, as cached.
+#[derive(Clone)]
+struct Verified {
+    kid: Arc<str>,
+    claims: Arc<Claims>,
 }
 
 fn unauthenticated(msg: &str) -> Error {
@@ -283,11 +293,23 @@ impl Tokens {
         }
         let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let claims = match self.verified.get(&hash) {
-            Some(c) => c,
+            // Its key must still be loaded: a removed key's tokens stop here.
+            Some(v) if self.has_kid(&v.kid) => v.claims,
+            Some(_) => {
+                self.verified.invalidate(&hash);
+                return Err(unauthenticated("the token is not signed by this issuer"));
+            }
             None => {
-                let c = Arc::new(self.check_signature(token).await?);
-                self.verified.insert(hash, c.clone());
-                c
+                let (kid, claims) = self.check_signature(token).await?;
+                let claims = Arc::new(claims);
+                self.verified.insert(
+                    hash,
+                    Verified {
+                        kid: kid.into(),
+                        claims: claims.clone(),
+                    },
+                );
+                claims
             }
         };
         if self.clock.now_secs() >= claims.exp {
@@ -296,7 +318,8 @@ impl Tokens {
         Ok(claims)
     }
 
-    async fn check_signature(&self, token: &str) -> Result<Claims> {
+    /// The claims of a token signed by one of the loaded keys, and that key's id.
+    async fn check_signature(&self, token: &str) -> Result<(String, Claims)> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| unauthenticated("the token is malformed"))?;
         if header.alg != Algorithm::EdDSA {
             return Err(unauthenticated("the token is not signed by this issuer"));
@@ -320,7 +343,7 @@ impl Tokens {
             .find(|k| k.kid == kid)
             .ok_or_else(|| unauthenticated("the token is not signed by this issuer"))?;
         jsonwebtoken::decode::<Claims>(token, &key.decoding, &validation)
-            .map(|d| d.claims)
+            .map(|d| (kid, d.claims))
             .map_err(|e| {
                 use jsonwebtoken::errors::ErrorKind;
                 unauthenticated(match e.kind() {
@@ -337,7 +360,8 @@ impl Tokens {
         self.keys.read().expect("key lock").keys.iter().any(|k| k.kid == kid)
     }
 
-    /// Re-reads the key set now (the newest key signs from then on).
+    /// Re-reads the key set now (the newest key signs from then on). Keys no
+    /// longer in the database stop verifying, even tokens already cached.
     pub async fn refresh(&self) -> Result<()> {
         let records = self.store.signing_keys().await?;
         let keys = records.iter().map(key_from_record).collect::<Result<Vec<_>>>()?;
@@ -350,7 +374,8 @@ impl Tokens {
         Ok(())
     }
 
-    /// Re-reads the key set from the database, at most once per interval.
+    /// Re-reads the key set from the database, at most once per interval (as
+    /// [`Tokens::refresh`], keys gone from the database stop verifying).
     async fn reload_keys(&self) -> Result<()> {
         let now = self.clock.now_millis();
         if now - self.keys.read().expect("key lock").loaded_at_ms < KEY_RELOAD_INTERVAL_MS {
@@ -394,5 +419,66 @@ mod tests {
         assert_eq!(bearer("Basic abc"), None);
         assert_eq!(bearer("Bearer "), None);
         assert_eq!(bearer(""), None);
+    }
+
+    const ISS: &str = "https://ward.example";
+    const AUD: &str = "https://api.ward.example";
+
+    async fn tokens(store: &Arc<dyn Store>, clock: &ward_core::clock::OffsetClock) -> Tokens {
+        Tokens::load(store.clone(), Arc::new(clock.clone()), ISS.into(), AUD.into())
+            .await
+            .unwrap()
+    }
+
+    fn kid_of(token: &str) -> String {
+        jsonwebtoken::decode_header(token).unwrap().kid.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_deleted_key_stops_its_cached_tokens_after_refresh() {
+        let db = ward_store::testing::sqlite();
+        let store = ward_store::open(&db.url).await.unwrap();
+        let clock = ward_core::clock::OffsetClock::default();
+        let tokens = tokens(&store, &clock).await;
+
+        let old = tokens.mint("alice").unwrap();
+        assert_eq!(tokens.verify(&old).await.unwrap().sub, "alice");
+        // A second key signs from the next refresh on; the first still verifies.
+        let new_kid = rotate_key(store.as_ref(), clock.now_millis()).await.unwrap();
+        tokens.refresh().await.unwrap();
+        let new = tokens.mint("bob").unwrap();
+        assert_eq!(kid_of(&new), new_kid);
+        assert!(tokens.verify(&old).await.is_ok(), "a cache hit while its key is loaded");
+
+        // Deleting the old key does nothing until the key set is re-read…
+        store.delete_signing_key(&kid_of(&old)).await.unwrap();
+        assert!(tokens.verify(&old).await.is_ok());
+        // …and then the cached token is refused, while the new key's still work.
+        tokens.refresh().await.unwrap();
+        assert!(matches!(tokens.verify(&old).await, Err(Error::Unauthenticated(_))));
+        assert!(matches!(tokens.verify(&old).await, Err(Error::Unauthenticated(_))));
+        assert_eq!(tokens.verify(&new).await.unwrap().sub, "bob");
+    }
+
+    #[tokio::test]
+    async fn a_deleted_key_stops_its_cached_tokens_after_a_reload() {
+        let db = ward_store::testing::sqlite();
+        let store = ward_store::open(&db.url).await.unwrap();
+        let clock = ward_core::clock::OffsetClock::default();
+        let tokens = tokens(&store, &clock).await;
+        let old = tokens.mint("alice").unwrap();
+        assert!(tokens.verify(&old).await.is_ok());
+
+        rotate_key(store.as_ref(), clock.now_millis()).await.unwrap();
+        store.delete_signing_key(&kid_of(&old)).await.unwrap();
+        assert!(tokens.verify(&old).await.is_ok(), "still cached, key still loaded");
+
+        // Another replica signs with the new key: its unknown kid makes this
+        // one reload the key set, which drops the deleted key.
+        clock.advance_millis(KEY_RELOAD_INTERVAL_MS);
+        let other = self::tokens(&store, &clock).await;
+        let fresh = other.mint("bob").unwrap();
+        assert_eq!(tokens.verify(&fresh).await.unwrap().sub, "bob");
+        assert!(matches!(tokens.verify(&old).await, Err(Error::Unauthenticated(_))));
     }
 }

@@ -52,8 +52,12 @@ pub enum AuthCommand {
     Logout,
 }
 
-/// Runs an `ward auth` command.
+/// Runs an `ward auth` command. Its error is [`output::sanitize_error`]ed.
 pub async fn run(conn: &Connection, cmd: AuthCommand) -> anyhow::Result<()> {
+    auth(conn, cmd).await.map_err(output::sanitize_error)
+}
+
+async fn auth(conn: &Connection, cmd: AuthCommand) -> anyhow::Result<()> {
     match cmd {
         AuthCommand::Login {
             identity,
@@ -64,7 +68,7 @@ pub async fn run(conn: &Connection, cmd: AuthCommand) -> anyhow::Result<()> {
             let audience = audience.unwrap_or_else(|| default_audience(conn));
             match cached_token(conn, &audience).await? {
                 Some(token) => {
-                    println!("{token}");
+                    output::line(&token);
                     Ok(())
                 }
                 None => bail!("not logged in for {audience}: {}", login_hint(conn, &audience)),
@@ -74,7 +78,10 @@ pub async fn run(conn: &Connection, cmd: AuthCommand) -> anyhow::Result<()> {
         AuthCommand::Logout => {
             let cache = Cache::from_env()?;
             let n = cache.clear()?;
-            println!("Logged out: removed {n} cached token(s) from {}", cache.dir().display());
+            output::line(&format!(
+                "Logged out: removed {n} cached token(s) from {}",
+                cache.dir().display()
+            ));
             Ok(())
         }
     }
@@ -157,7 +164,10 @@ async fn login(
         issuer,
         identity_token_file,
     })?;
-    println!("Logged in to {audience} as {subject} until {}", exchanged.expiry);
+    output::line(&format!(
+        "Logged in to {audience} as {subject} until {}",
+        exchanged.expiry
+    ));
     Ok(())
 }
 
@@ -240,15 +250,15 @@ async fn status(conn: &Connection) -> anyhow::Result<()> {
         return output::json(&reply);
     }
     let who: WhoAmI = serde_json::from_value(reply).context("decoding the reply to /auth/v1/ok")?;
-    println!("Subject:  {}", who.subject);
-    println!("Issuer:   {}", who.issuer);
-    println!("Audience: {}", who.audience.join(", "));
-    println!("Expiry:   {}", who.expiry);
+    output::line(&format!("Subject:  {}", who.subject));
+    output::line(&format!("Issuer:   {}", who.issuer));
+    output::line(&format!("Audience: {}", who.audience.join(", ")));
+    output::line(&format!("Expiry:   {}", who.expiry));
     output::table(
         &["GROUP", "CAPABILITIES"],
         who.capabilities
             .into_iter()
-            .map(|g| vec![g.group, g.capabilities.join("\n")])
+            .map(|g| vec![g.group, g.capabilities.join(", ")])
             .collect(),
     );
     Ok(())

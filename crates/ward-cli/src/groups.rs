@@ -61,7 +61,8 @@ pub enum GroupsCommand {
     },
 }
 
-/// Renders groups as a tree by UIDP: each group under its nearest listed ancestor.
+/// Renders groups as a tree by UIDP: each group under its nearest listed
+/// ancestor; names and uids [`output::sanitize`]d.
 fn tree(groups: &[Group]) -> String {
     let mut sorted: Vec<&Group> = groups.iter().collect();
     sorted.sort_by(|a, b| a.uid.cmp(&b.uid));
@@ -76,7 +77,8 @@ fn tree(groups: &[Group]) -> String {
         }
         let indent = "  ".repeat(stack.len());
         let marker = if stack.is_empty() { "" } else { "└ " };
-        out.push_str(&format!("{indent}{marker}{} ({})\n", g.name, g.uid));
+        let (name, uid) = (output::sanitize(&g.name), output::sanitize(&g.uid));
+        out.push_str(&format!("{indent}{marker}{name} ({uid})\n"));
         stack.push(&g.uid);
     }
     out
@@ -126,5 +128,16 @@ mod tests {
         let d = format!("{c}/{}", "c".repeat(16));
         let out = tree(&[g(&d, "leaf"), g(&r, "org"), g(&c, "team")]);
         assert_eq!(out, format!("org ({r})\n  └ team ({c})\n    └ leaf ({d})\n"));
+    }
+
+    #[test]
+    fn tree_escapes_control_characters_in_names() {
+        let r = "a".repeat(40);
+        let g = Group {
+            uid: r.clone(),
+            name: "evil\x1b[2J\u{202e}".into(),
+            ..Default::default()
+        };
+        assert_eq!(tree(&[g]), format!("evil\\u{{1b}}[2J\\u{{202e}} ({r})\n"));
     }
 }

@@ -38,7 +38,7 @@ impl Resource for Identity {
                 },
             ),
             Some(Relationship::StaticKeys(k)) => ("static", k.issuer.clone(), k.subject.clone()),
-            None => ("", String::new(), String::new()),
+            _ => ("", String::new(), String::new()),
         };
         vec![
             self.uid.clone(),

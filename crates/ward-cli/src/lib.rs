@@ -2,7 +2,8 @@
 //!
 //! Talks REST/JSON to a Ward server and decodes responses into the same proto
 //! types the server uses. Output is a table for people or JSON (`-o json`) for
-//! scripts; errors print the server's message and exit non-zero.
+//! scripts; errors print the server's message and exit non-zero. Text from the
+//! server is printed through [`sanitize`], so it cannot steer the terminal.
 //!
 //! The token is, in order: `--token-file`/`WARD_TOKEN_FILE`, `WARD_TOKEN`, or
 //! the one `ward auth login` cached for the API URL (see [`auth`]).
@@ -18,6 +19,7 @@ pub mod role_bindings;
 pub mod roles;
 
 pub use client::Client;
+pub use output::{sanitize, sanitize_error};
 
 /// Connection options shared by every client command.
 #[derive(Clone, Debug, clap::Args)]
@@ -89,8 +91,12 @@ pub enum IamCommand {
     RoleBindings(role_bindings::RoleBindingsCommand),
 }
 
-/// Runs an `ward iam` command.
+/// Runs an `ward iam` command. Its error is [`sanitize_error`]ed.
 pub async fn run_iam(conn: &Connection, cmd: IamCommand) -> anyhow::Result<()> {
+    iam(conn, cmd).await.map_err(sanitize_error)
+}
+
+async fn iam(conn: &Connection, cmd: IamCommand) -> anyhow::Result<()> {
     let client = conn.client().await?;
     match cmd {
         IamCommand::Groups(c) => groups::run(&client, conn.output, c).await,

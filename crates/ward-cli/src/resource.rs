@@ -261,7 +261,7 @@ pub async fn delete<R: Resource>(client: &Client, format: Format, arg: &str) -> 
     match format {
         Format::Json => output::json(&serde_json::json!({})),
         Format::Table => {
-            println!("deleted {uid}");
+            output::line(&format!("deleted {uid}"));
             Ok(())
         }
     }

@@ -103,6 +103,13 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Most violations one error reports; the rest are counted.
+pub const MAX_VIOLATIONS: usize = 20;
+/// Longest field name (or echoed value) an error repeats, in bytes.
+pub const MAX_ECHO: usize = 128;
+/// Longest violation description, in bytes.
+pub const MAX_DESCRIPTION: usize = 512;
+
 impl Error {
     /// A single-field INVALID_ARGUMENT.
     pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
@@ -130,6 +137,71 @@ impl Error {
 
     pub fn internal(context: impl fmt::Display) -> Self {
         Error::Internal(context.to_string())
+    }
+
+    /// The error as clients may see it: at most [`MAX_VIOLATIONS`] violations
+    /// and every string cut to a bound, so no input can make an error larger
+    /// than a few kilobytes however much of itself it would echo.
+    pub fn bounded(self) -> Self {
+        fn cut(s: String, max: usize) -> String {
+            if s.len() <= max {
+                return s;
+            }
+            let mut end = max;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}…", &s[..end])
+        }
+        fn cut_all<T>(v: Vec<T>, more: impl FnOnce(usize) -> T) -> Vec<T> {
+            let n = v.len();
+            let mut v: Vec<T> = v.into_iter().take(MAX_VIOLATIONS).collect();
+            if n > MAX_VIOLATIONS {
+                v.push(more(n - MAX_VIOLATIONS));
+            }
+            v
+        }
+        match self {
+            Error::InvalidArgument(v) => Error::InvalidArgument(
+                cut_all(v, |n| FieldViolation {
+                    field: "request".into(),
+                    description: format!("and {n} more violations"),
+                })
+                .into_iter()
+                .map(|f| FieldViolation {
+                    field: cut(f.field, MAX_ECHO),
+                    description: cut(f.description, MAX_DESCRIPTION),
+                })
+                .collect(),
+            ),
+            Error::FailedPrecondition(v) => Error::FailedPrecondition(
+                cut_all(v, |n| PreconditionViolation {
+                    kind: "MORE".into(),
+                    subject: String::new(),
+                    description: format!("and {n} more violations"),
+                })
+                .into_iter()
+                .map(|p| PreconditionViolation {
+                    kind: cut(p.kind, MAX_ECHO),
+                    subject: cut(p.subject, MAX_ECHO * 8),
+                    description: cut(p.description, MAX_DESCRIPTION),
+                })
+                .collect(),
+            ),
+            Error::NotFound { resource_type, name } => Error::NotFound {
+                resource_type,
+                name: cut(name, MAX_ECHO * 8),
+            },
+            Error::AlreadyExists { resource_type, name } => Error::AlreadyExists {
+                resource_type,
+                name: cut(name, MAX_ECHO * 8),
+            },
+            Error::PermissionDenied(m) => Error::PermissionDenied(cut(m, MAX_DESCRIPTION * 2)),
+            Error::Unauthenticated(m) => Error::Unauthenticated(cut(m, MAX_DESCRIPTION * 2)),
+            Error::ResourceExhausted(m) => Error::ResourceExhausted(cut(m, MAX_DESCRIPTION * 2)),
+            Error::Unavailable(m) => Error::Unavailable(cut(m, MAX_DESCRIPTION * 2)),
+            internal @ Error::Internal(_) => internal,
+        }
     }
 
     pub fn code(&self) -> Code {
@@ -188,6 +260,26 @@ impl std::error::Error for Error {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounded_errors_stay_small() {
+        let huge = "x".repeat(300_000);
+        let many: Vec<FieldViolation> = (0..10_000)
+            .map(|i| FieldViolation {
+                field: format!("uidp.ids[{i}]{huge}"),
+                description: huge.clone(),
+            })
+            .collect();
+        let e = Error::InvalidArgument(many).bounded();
+        assert!(e.message().len() < 20_000, "{}", e.message().len());
+        let Error::InvalidArgument(v) = &e else { panic!() };
+        assert_eq!(v.len(), MAX_VIOLATIONS + 1);
+        assert!(v[MAX_VIOLATIONS].description.contains("9980 more"));
+        let e = Error::not_found("iam.chainguard.dev/Group", "é".repeat(100_000)).bounded();
+        assert!(e.message().len() < 2_000);
+        let small = Error::invalid("name", "bad");
+        assert_eq!(small.clone().bounded(), small);
+    }
 
     #[test]
     fn messages_follow_aip193_examples() {

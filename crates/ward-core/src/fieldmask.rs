@@ -13,6 +13,10 @@ pub struct Updatable {
     pub mutable: &'static [&'static str],
     /// Fields that exist but are output-only: ignored in masks and bodies.
     pub output_only: &'static [&'static str],
+    /// Fields set at creation that no update can change: an explicit mask
+    /// naming one is INVALID_ARGUMENT (a body that merely carries one, as a
+    /// fetched-and-modified resource does, is not).
+    pub immutable: &'static [&'static str],
 }
 
 /// A validated mask: a subset of the resource's mutable fields.
@@ -44,6 +48,12 @@ impl FieldMask {
                 return Ok(Self(fields.mutable.to_vec()));
             }
             let p = snake(path);
+            if fields.immutable.contains(&p.as_str()) {
+                return Err(Error::invalid(
+                    "update_mask",
+                    format!("{p} cannot be changed after creation; create a new resource instead"),
+                ));
+            }
             if let Some(f) = fields.mutable.iter().find(|f| **f == p) {
                 if !out.contains(f) {
                     out.push(*f);
@@ -101,6 +111,7 @@ mod tests {
     const GROUP: Updatable = Updatable {
         mutable: &["name", "description"],
         output_only: &["uid", "create_time"],
+        immutable: &["parent"],
     };
 
     #[test]
@@ -112,7 +123,9 @@ mod tests {
         assert!(FieldMask::parse("*", &GROUP).unwrap().contains("name"));
         let e = FieldMask::parse("nmae", &GROUP).unwrap_err();
         assert!(e.message().contains("nmae"), "{}", e.message());
-        let m = FieldMask::from_body_keys(["description", "unknown", "uid"], &GROUP);
+        let e = FieldMask::parse("name,parent", &GROUP).unwrap_err();
+        assert!(e.message().contains("parent cannot be changed"), "{}", e.message());
+        let m = FieldMask::from_body_keys(["description", "unknown", "uid", "parent"], &GROUP);
         assert_eq!(m, FieldMask(vec!["description"]));
     }
 }

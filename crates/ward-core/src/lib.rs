@@ -11,6 +11,7 @@ pub mod fieldmask;
 pub mod listing;
 pub mod names;
 pub mod pagetoken;
+pub mod pattern;
 pub mod rpc;
 pub mod uidp;
 

@@ -14,12 +14,56 @@ pub const DESCRIPTION_PATTERN: &str = r"^[\S ]{0,512}$";
 static NAME_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(NAME_PATTERN).expect("valid regex"));
 static DESCRIPTION_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(DESCRIPTION_PATTERN).expect("valid regex"));
 
+/// Longest issuer URL, subject or audience an identity may store.
+pub const MAX_CLAIM_VALUE_LEN: usize = 1024;
+/// Longest claim name in `claims` / `claim_patterns`.
+pub const MAX_CLAIM_NAME_LEN: usize = 128;
+
+/// Characters no stored text may hold: control characters (C0, DEL, C1),
+/// line and paragraph separators, bidirectional overrides and isolates, and
+/// zero-width characters. They make one string display as another
+/// ("Trojan Source") or break terminals and logs.
+pub fn is_forbidden_char(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{FEFF}'
+        )
+}
+
+/// Checks free text other than names and descriptions (issuers, subjects,
+/// audiences, claim names and values): at most `max` bytes, no forbidden
+/// characters.
+pub fn check_text(field: &str, value: &str, max: usize, out: &mut Vec<FieldViolation>) {
+    let description = if value.len() > max {
+        format!("{field} must be at most {max} bytes")
+    } else if value.chars().any(is_forbidden_char) {
+        format!("{field} must not contain control, bidirectional-override or zero-width characters")
+    } else {
+        return;
+    };
+    out.push(FieldViolation {
+        field: field.into(),
+        description,
+    });
+}
+
 /// Checks a resource name, pushing a violation for `field` if it fails.
+/// Beyond the pattern, a name needs a letter or digit and may not start or
+/// end with a space: `" "`, `"."` and `".."` name nothing a person can find.
 pub fn check_name(field: &str, name: &str, out: &mut Vec<FieldViolation>) {
     let description = if !NAME_RE.is_match(name) {
         format!("{field} must match \"{NAME_PATTERN}\"")
     } else if name.chars().count() > NAME_MAX_LEN {
         format!("{field} must be at most {NAME_MAX_LEN} characters")
+    } else if !name.bytes().any(|b| b.is_ascii_alphanumeric()) {
+        format!("{field} must contain a letter or a digit")
+    } else if name.starts_with(' ') || name.ends_with(' ') {
+        format!("{field} must not start or end with a space")
     } else {
         return;
     };
@@ -31,11 +75,11 @@ pub fn check_name(field: &str, name: &str, out: &mut Vec<FieldViolation>) {
 
 /// Checks a description: printable characters and spaces, at most 512.
 pub fn check_description(field: &str, description: &str, out: &mut Vec<FieldViolation>) {
-    if !DESCRIPTION_RE.is_match(description) {
+    if !DESCRIPTION_RE.is_match(description) || description.chars().any(is_forbidden_char) {
         out.push(FieldViolation {
             field: field.into(),
             description: format!(
-                "{field} must match \"{DESCRIPTION_PATTERN}\" (at most 512 characters, no tabs or newlines)"
+                "{field} must match \"{DESCRIPTION_PATTERN}\" (at most 512 characters; no tabs, newlines, control, bidirectional-override or zero-width characters)"
             ),
         });
     }
@@ -59,7 +103,24 @@ mod tests {
         assert!(!name_ok("Upper"));
         assert!(!name_ok("tab\t"));
         assert!(name_ok(&"a".repeat(63)));
+        for useless in [" ", ".", "..", "-", " a", "a ", "_._"] {
+            assert!(!name_ok(useless), "{useless:?}");
+        }
+        assert!(name_ok("my team") && name_ok(".hidden") && name_ok("v1.2"));
         assert!(!name_ok(&"a".repeat(64)));
+    }
+
+    #[test]
+    fn texts() {
+        let ok = |s: &str, max: usize| {
+            let mut v = vec![];
+            check_text("issuer", s, max, &mut v);
+            v.is_empty()
+        };
+        assert!(ok("https://token.actions.githubusercontent.com", 1024));
+        assert!(!ok(&"x".repeat(1025), 1024));
+        assert!(!ok("a\u{202E}b", 1024));
+        assert!(!ok("a\nb", 1024));
     }
 
     #[test]
@@ -72,6 +133,17 @@ mod tests {
         assert!(ok(""));
         assert!(ok("Hello, World! ünïcode"));
         assert!(!ok("line\nbreak"));
+        for sneaky in [
+            "a\u{202E}b",
+            "zero\u{200B}width",
+            "bom\u{FEFF}",
+            "esc\u{1b}[31m",
+            "c1\u{9b}",
+            "del\u{7f}",
+            "iso\u{2066}",
+        ] {
+            assert!(!ok(sneaky), "{sneaky:?}");
+        }
         assert!(ok(&"x".repeat(512)));
         assert!(!ok(&"x".repeat(513)));
     }

@@ -30,6 +30,10 @@ struct Payload {
     c: Cursor,
     /// Issue time, ms since epoch.
     t: i64,
+    /// Results skipped by `skip` on the pages before (the response's
+    /// `skipped` accumulates across pages).
+    #[serde(default)]
+    s: i32,
 }
 
 /// Signs and checks page tokens with one secret key.
@@ -66,12 +70,14 @@ impl PageTokens {
         out
     }
 
-    /// A token continuing after `cursor` in the query with this fingerprint.
-    pub fn issue(&self, fingerprint: &str, cursor: &Cursor, now_ms: i64) -> String {
+    /// A token continuing after `cursor` in the query with this fingerprint,
+    /// `skipped` results having been skipped so far.
+    pub fn issue(&self, fingerprint: &str, cursor: &Cursor, skipped: i32, now_ms: i64) -> String {
         let payload = serde_json::to_vec(&Payload {
             q: query_hash(fingerprint),
             c: cursor.clone(),
             t: now_ms,
+            s: skipped,
         })
         .expect("payload serializes");
         let mut bytes = payload.clone();
@@ -79,8 +85,9 @@ impl PageTokens {
         URL_SAFE_NO_PAD.encode(bytes)
     }
 
-    /// The cursor in `token`, or `None` when the token has expired (restart).
-    pub fn open(&self, token: &str, fingerprint: &str, now_ms: i64) -> Result<Option<Cursor>> {
+    /// The cursor in `token` and the results skipped before it, or `None`
+    /// when the token has expired (restart).
+    pub fn open(&self, token: &str, fingerprint: &str, now_ms: i64) -> Result<Option<(Cursor, i32)>> {
         if token.len() > MAX_TOKEN_LEN {
             return Err(invalid());
         }
@@ -105,7 +112,7 @@ impl PageTokens {
                 "page_token was issued for a different filter or order_by; start again without it",
             ));
         }
-        Ok(Some(p.c))
+        Ok(Some((p.c, p.s.max(0))))
     }
 }
 
@@ -121,11 +128,20 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Arbitrary strings never panic and are never accepted.
+        #[test]
+        fn garbage_is_rejected(s in ".{0,600}") {
+            let t = PageTokens::new(b"secret".to_vec());
+            proptest::prop_assert!(t.open(&s, "q1", 2000).is_err());
+        }
+    }
+
     #[test]
     fn round_trip_and_rejections() {
         let t = PageTokens::new(b"secret".to_vec());
-        let tok = t.issue("q1", &cursor(), 1000);
-        assert_eq!(t.open(&tok, "q1", 2000).unwrap(), Some(cursor()));
+        let tok = t.issue("q1", &cursor(), 7, 1000);
+        assert_eq!(t.open(&tok, "q1", 2000).unwrap(), Some((cursor(), 7)));
         // Another query.
         assert!(t.open(&tok, "q2", 2000).is_err());
         // Another key (another deployment).

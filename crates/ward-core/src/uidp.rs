@@ -10,6 +10,12 @@ use rand::RngCore;
 
 use crate::error::Error;
 
+/// Most segments a UIDP may have (the root and 31 below it). No real hierarchy
+/// comes near it; the bound keeps every walk over a UIDP's ancestors small.
+pub const MAX_DEPTH: usize = 32;
+/// The longest UIDP: a root and [`MAX_DEPTH`] - 1 segments.
+pub const MAX_LEN: usize = 40 + (MAX_DEPTH - 1) * 17;
+
 /// A syntactically valid UIDP.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Uidp(String);
@@ -26,13 +32,20 @@ impl Uidp {
         } else {
             Err(Error::invalid(
                 field,
-                format!("{field} must be a UIDP (^[0-9a-f]{{40}}(?:/[0-9a-f]{{16}})*$)"),
+                format!(
+                    "{field} must be a UIDP (^[0-9a-f]{{40}}(?:/[0-9a-f]{{16}})*$) of at most {MAX_DEPTH} segments"
+                ),
             ))
         }
     }
 
-    /// Whether `s` matches `^[0-9a-f]{40}(?:/[0-9a-f]{16})*$`.
+    /// Whether `s` matches `^[0-9a-f]{40}(?:/[0-9a-f]{16})*$` with at most
+    /// [`MAX_DEPTH`] segments. The length is checked first, so a huge input
+    /// costs nothing.
     pub fn is_valid(s: &str) -> bool {
+        if s.len() > MAX_LEN {
+            return false;
+        }
         let mut parts = s.split('/');
         parts.next().is_some_and(|root| is_hex(root, 40)) && parts.all(|p| is_hex(p, 16))
     }
@@ -66,10 +79,28 @@ impl Uidp {
 
     /// Strict ancestors, nearest last (root first).
     pub fn ancestors(&self) -> Vec<Self> {
-        self.0
-            .match_indices('/')
-            .map(|(i, _)| Self(self.0[..i].to_owned()))
-            .collect()
+        self.ancestor_strs().map(|s| Self(s.to_owned())).collect()
+    }
+
+    /// Strict ancestors as borrowed prefixes of `self`, root first: a walk
+    /// over them copies nothing.
+    pub fn ancestor_strs(&self) -> impl Iterator<Item = &str> {
+        self.0.match_indices('/').map(|(i, _)| &self.0[..i])
+    }
+
+    /// `self` and its ancestors as borrowed prefixes, root first.
+    pub fn self_and_ancestor_strs(&self) -> impl Iterator<Item = &str> {
+        self.ancestor_strs().chain(std::iter::once(self.0.as_str()))
+    }
+
+    /// The number of segments (1 for a root).
+    pub fn depth(&self) -> usize {
+        self.0.bytes().filter(|b| *b == b'/').count() + 1
+    }
+
+    /// The root (organization) segment.
+    pub fn root(&self) -> &str {
+        self.0.split('/').next().unwrap_or(&self.0)
     }
 
     /// `self` and its ancestors: the scopes at which a binding can cover `self`.
@@ -129,7 +160,43 @@ mod tests {
         assert!(Uidp::parse("uid", &format!("{}/0123456789abcdeF", root)).is_err());
     }
 
+    #[test]
+    fn depth_and_length_are_bounded() {
+        let mut u = Uidp::new_root();
+        for _ in 1..MAX_DEPTH {
+            u = u.new_child();
+        }
+        assert_eq!(u.as_str().len(), MAX_LEN);
+        assert!(Uidp::parse("uid", u.as_str()).is_ok());
+        assert_eq!(u.depth(), MAX_DEPTH);
+        assert_eq!(u.self_and_ancestor_strs().count(), MAX_DEPTH);
+        assert!(Uidp::parse("uid", u.new_child().as_str()).is_err());
+        let huge = format!("{}{}", "a".repeat(40), "/0123456789abcdef".repeat(20_000));
+        assert!(!Uidp::is_valid(&huge));
+    }
+
     proptest! {
+        /// Arbitrary input never panics, and what parses is within the bounds.
+        #[test]
+        fn parse_never_panics(s in ".{0,700}") {
+            if let Ok(u) = Uidp::parse("uid", &s) {
+                prop_assert!(u.depth() <= MAX_DEPTH && u.as_str().len() <= MAX_LEN);
+                prop_assert_eq!(u.ancestors().len() + 1, u.depth());
+            }
+        }
+
+        /// Hex-shaped input near the bounds is decided by shape and depth alone.
+        #[test]
+        fn parse_accepts_exactly_the_grammar(depth in 1usize..40, bad_seg in proptest::option::of(0usize..40)) {
+            let mut s = "0123456789abcdef0123456789abcdef01234567".to_owned();
+            for i in 1..depth {
+                s.push('/');
+                s.push_str(if bad_seg == Some(i) { "0123456789abcdeg" } else { "0123456789abcdef" });
+            }
+            let want = depth <= MAX_DEPTH && bad_seg.is_none_or(|b| b == 0 || b >= depth);
+            prop_assert_eq!(Uidp::is_valid(&s), want);
+        }
+
         /// The descendant key range holds exactly the strict descendants.
         #[test]
         fn descendant_range_is_exact(depth_a in 0usize..3, depth_b in 0usize..3, same_root: bool) {

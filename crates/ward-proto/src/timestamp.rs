@@ -26,8 +26,19 @@ impl Timestamp {
     }
 
     /// Milliseconds since the Unix epoch, truncating below a millisecond.
+    /// Saturates instead of overflowing: a client-sent value is arbitrary.
     pub fn to_millis(&self) -> i64 {
-        self.seconds * 1000 + i64::from(self.nanos) / 1_000_000
+        self.seconds
+            .saturating_mul(1000)
+            .saturating_add(i64::from(self.nanos) / 1_000_000)
+    }
+
+    /// Whether this is a real instant in years 0001–9999 with nanos in
+    /// range: the span RFC 3339 (and `google.protobuf.Timestamp`) allows.
+    pub fn is_valid(&self) -> bool {
+        const MIN_SECONDS: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
+        const MAX_SECONDS: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+        (MIN_SECONDS..=MAX_SECONDS).contains(&self.seconds) && (0..1_000_000_000).contains(&self.nanos)
     }
 
     fn to_datetime(self) -> Option<DateTime<Utc>> {
@@ -67,5 +78,23 @@ mod tests {
         assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-03-27T13:55:00.423Z\"");
         let back: Timestamp = serde_json::from_str("\"2026-03-27T13:55:00.423Z\"").unwrap();
         assert_eq!(back.to_millis(), 1_774_619_700_423);
+        assert!(back.is_valid());
+    }
+
+    #[test]
+    fn out_of_range_never_panics() {
+        let huge = Timestamp {
+            seconds: 100_000_000_000_000_000,
+            nanos: 0,
+        };
+        assert_eq!(huge.to_millis(), i64::MAX);
+        assert!(!huge.is_valid());
+        let t = Timestamp {
+            seconds: i64::MIN,
+            nanos: -1,
+        };
+        assert_eq!(t.to_millis(), i64::MIN);
+        assert!(!t.is_valid());
+        assert!(serde_json::to_string(&huge).is_err());
     }
 }

@@ -42,9 +42,8 @@ impl Grants {
     /// Everything granted at `scope`: bindings there and at every ancestor.
     pub fn at(&self, scope: &Uidp) -> CapSet {
         scope
-            .self_and_ancestors()
-            .iter()
-            .filter_map(|s| self.by_scope.get(s.as_str()))
+            .self_and_ancestor_strs()
+            .filter_map(|s| self.by_scope.get(s))
             .fold(CapSet::EMPTY, |a, b| a.union(*b))
     }
 

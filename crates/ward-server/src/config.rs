@@ -41,6 +41,18 @@ pub struct ServerConfig {
     /// private, loopback or link-local addresses. `--dev` allows loopback only.
     #[arg(long, env = "WARD_ALLOW_INSECURE_ISSUERS")]
     pub allow_insecure_issuers: bool,
+
+    /// Most connections served at once; more wait to be accepted.
+    #[arg(long, env = "WARD_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+
+    /// Seconds an HTTP/1 client has to send a request's headers.
+    #[arg(long = "header-read-timeout", env = "WARD_HEADER_READ_TIMEOUT", default_value_t = 10)]
+    pub header_read_timeout_secs: u64,
+
+    /// Seconds a connection may stay open with no bytes moving.
+    #[arg(long = "idle-timeout", env = "WARD_IDLE_TIMEOUT", default_value_t = 60)]
+    pub idle_timeout_secs: u64,
 }
 
 impl ServerConfig {
@@ -55,6 +67,18 @@ impl ServerConfig {
             dev: false,
             allow_org_creation: false,
             allow_insecure_issuers: false,
+            max_connections: 1024,
+            header_read_timeout_secs: 10,
+            idle_timeout_secs: 60,
+        }
+    }
+
+    /// The connection limits.
+    pub fn limits(&self) -> crate::serve::Limits {
+        crate::serve::Limits {
+            max_connections: self.max_connections.max(1),
+            header_read_timeout: std::time::Duration::from_secs(self.header_read_timeout_secs.max(1)),
+            idle_timeout: std::time::Duration::from_secs(self.idle_timeout_secs.max(1)),
         }
     }
 
@@ -97,6 +121,9 @@ impl std::fmt::Debug for ServerConfig {
             .field("dev", &self.dev)
             .field("allow_org_creation", &self.allow_org_creation)
             .field("allow_insecure_issuers", &self.allow_insecure_issuers)
+            .field("max_connections", &self.max_connections)
+            .field("header_read_timeout_secs", &self.header_read_timeout_secs)
+            .field("idle_timeout_secs", &self.idle_timeout_secs)
             .finish()
     }
 }

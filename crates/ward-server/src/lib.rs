@@ -16,6 +16,7 @@ pub mod authz;
 pub mod config;
 mod grpc;
 pub mod rest;
+pub mod serve;
 pub mod services;
 pub mod status;
 pub mod ward;
@@ -32,11 +33,19 @@ fn issuer_path(issuer: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The whole HTTP surface: REST routes, gRPC services, request tracing.
+/// The whole HTTP surface: REST routes, gRPC services, request tracing, and
+/// the HTTP/1 body handling that keeps connections reusable.
 pub fn router(ward: Arc<Ward>) -> axum::Router {
     let rest = rest::router(ward.clone(), &issuer_path(ward.tokens.issuer()));
-    grpc::add_services(rest, ward).layer(tower_http::trace::TraceLayer::new_for_http())
+    grpc::add_services(rest, ward)
+        .layer(axum::middleware::from_fn(rest::drain_unread_bodies))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
 }
+
+/// Settings under which a server records the URLs it mints tokens for, so
+/// `ward admin token` can mint for the running server.
+const SETTING_ISSUER_URL: &str = "issuer_url";
+const SETTING_API_URL: &str = "api_url";
 
 /// Opens the store and bootstraps the service state for `config`, given the
 /// address the server is bound to (for the default URLs).
@@ -111,11 +120,18 @@ pub async fn start(
         .with_context(|| format!("binding {}", config.listen))?;
     let addr = listener.local_addr()?;
     let ward = open(config, addr, clock).await?;
+    ward.store
+        .set_setting(SETTING_ISSUER_URL, ward.tokens.issuer().as_bytes().to_vec())
+        .await?;
+    ward.store
+        .set_setting(SETTING_API_URL, ward.tokens.audience().as_bytes().to_vec())
+        .await?;
     let token = ward.admin_token()?;
     let path = write_admin_token(config, &token)?;
     tracing::info!(path = %path.display(), "wrote the server admin token");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let app = router(ward.clone());
+    let limits = config.limits();
     let refresher = {
         let ward = ward.clone();
         tokio::spawn(async move {
@@ -136,7 +152,7 @@ pub async fn start(
                 _ = rx => {}
             }
         };
-        let served = axum::serve(listener, app).with_graceful_shutdown(stop).await;
+        let served = serve::serve(listener, app, limits, stop).await;
         refresher.abort();
         served
     });
@@ -174,9 +190,23 @@ pub async fn rotate_key(config: &ServerConfig) -> anyhow::Result<String> {
     Ok(ward_auth::rotate_key(store.as_ref(), SystemClock.now_millis()).await?)
 }
 
-/// `ward admin token`: a fresh admin token straight from the database.
+/// `ward admin token`: a fresh admin token straight from the database, for
+/// the URLs the server on that database last started with (flags override).
 pub async fn admin_token(config: &ServerConfig) -> anyhow::Result<String> {
-    let ward = open(config, config.listen, Arc::new(SystemClock)).await?;
+    let mut config = config.clone();
+    if config.issuer_url.is_none() || config.api_url.is_none() {
+        let store = ward_store::open(&config.database_url())
+            .await
+            .context("opening the database")?;
+        let recorded = |v: Option<Vec<u8>>| v.and_then(|b| String::from_utf8(b).ok());
+        if config.issuer_url.is_none() {
+            config.issuer_url = recorded(store.setting(SETTING_ISSUER_URL).await?);
+        }
+        if config.api_url.is_none() {
+            config.api_url = recorded(store.setting(SETTING_API_URL).await?);
+        }
+    }
+    let ward = open(&config, config.listen, Arc::new(SystemClock)).await?;
     Ok(ward.admin_token()?)
 }
 

@@ -19,7 +19,7 @@ fn log_internal(e: &Error) {
     }
 }
 
-/// The AIP-193 JSON body for an error.
+/// The AIP-193 JSON body for an error (pass it [`Error::bounded`] first).
 pub fn json_body(e: &Error, domain: &str) -> Value {
     let code = e.code();
     let mut details = vec![json!({
@@ -70,10 +70,11 @@ impl From<Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         log_internal(&self.error);
-        let status = http::StatusCode::from_u16(self.http_status.unwrap_or_else(|| self.error.code().http_status()))
+        let error = self.error.bounded();
+        let status = http::StatusCode::from_u16(self.http_status.unwrap_or_else(|| error.code().http_status()))
             .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-        let mut resp = (status, axum::Json(json_body(&self.error, self.domain))).into_response();
-        if self.error.code() == Code::Unauthenticated {
+        let mut resp = (status, axum::Json(json_body(&error, self.domain))).into_response();
+        if error.code() == Code::Unauthenticated {
             resp.headers_mut()
                 .insert(http::header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
         }
@@ -84,6 +85,7 @@ impl IntoResponse for ApiError {
 /// An error as a gRPC status with details.
 pub fn grpc_status(e: Error, domain: &str) -> tonic::Status {
     log_internal(&e);
+    let e = e.bounded();
     let code = tonic::Code::from_i32(e.code() as i32);
     let mut d = ErrorDetails::with_error_info(e.code().name(), domain, std::collections::HashMap::new());
     match &e {

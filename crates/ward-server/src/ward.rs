@@ -31,7 +31,13 @@ pub struct Ward {
     pub upstream: ward_auth::upstream::Upstream,
     /// Grants per identity, for at most `authz::GRANTS_TTL`.
     pub(crate) grants_cache: moka::sync::Cache<String, Arc<crate::authz::Grants>>,
+    /// Compiled claim patterns by their text, at most [`PATTERN_CACHE_BYTES`]
+    /// of compiled automata.
+    pub(crate) patterns: moka::sync::Cache<String, Arc<ward_core::pattern::Pattern>>,
 }
+
+/// Memory the compiled-pattern cache may hold.
+const PATTERN_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 impl Ward {
     /// Loads (on first start: creates) the signing key, the page-token key and
@@ -82,6 +88,12 @@ impl Ward {
             allow_org_creation: false,
             upstream: ward_auth::upstream::Upstream::new(Default::default(), clock.clone()),
             grants_cache,
+            patterns: moka::sync::Cache::builder()
+                .weigher(|k: &String, v: &Arc<ward_core::pattern::Pattern>| {
+                    u32::try_from(k.len() + v.memory_usage()).unwrap_or(u32::MAX)
+                })
+                .max_capacity(PATTERN_CACHE_BYTES)
+                .build(),
         })
     }
 

@@ -156,6 +156,10 @@ pub trait Store: Send + Sync + 'static {
     /// The setting `name`, storing `init` first if it is absent. Safe against
     /// concurrent first starts: every caller gets the value that won.
     async fn setting_or_init(&self, name: &str, init: Vec<u8>) -> Result<Vec<u8>>;
+    /// Sets (inserts or replaces) the setting `name`.
+    async fn set_setting(&self, name: &str, value: Vec<u8>) -> Result<()>;
+    /// The setting `name`, if it was ever stored.
+    async fn setting(&self, name: &str) -> Result<Option<Vec<u8>>>;
 
     async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>>;
     async fn insert_signing_key(&self, key: &SigningKeyRecord) -> Result<()>;

@@ -185,6 +185,27 @@ impl Store for PostgresStore {
         Ok(v)
     }
 
+    async fn set_setting(&self, name: &str, value: Vec<u8>) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        )
+        .bind(name)
+        .bind(value)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| db_err("set setting", e))?;
+        Ok(())
+    }
+
+    async fn setting(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        let row: Option<(Vec<u8>,)> = sqlx::query_as("SELECT value FROM settings WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| db_err("read setting", e))?;
+        Ok(row.map(|(v,)| v))
+    }
+
     async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>> {
         sqlx::query_as(
             "SELECT kid, algorithm, private_key, public_key, create_time FROM signing_keys ORDER BY create_time, kid",

@@ -95,11 +95,20 @@ fn filters(b: &mut Builder, q: &ListQuery) -> Vec<String> {
         w.push(format!("name = {ph}"));
     }
     for (col, v) in &q.filters {
-        let ph = b.bind(match v {
-            FilterValue::Text(s) => Bind::Text(s.clone()),
-            FilterValue::Int(n) => Bind::Int(*n),
-        });
-        w.push(format!("{col} = {ph}"));
+        match v {
+            FilterValue::Text(s) => {
+                let ph = b.bind(Bind::Text(s.clone()));
+                w.push(format!("{col} = {ph}"));
+            }
+            FilterValue::Int(n) => {
+                let ph = b.bind(Bind::Int(*n));
+                w.push(format!("{col} = {ph}"));
+            }
+            FilterValue::EndsWith(s) => {
+                let ph = b.bind(Bind::Text(format!("%{s}")));
+                w.push(format!("{col} LIKE {ph}"));
+            }
+        }
     }
     if let Some(scopes) = &q.visible {
         if scopes.is_empty() {

@@ -46,12 +46,29 @@ const MIGRATIONS: &[&str] = &[
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
                        PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;";
 
+/// Cached counts kept at most (about 60 bytes each).
+const COUNT_CACHE_ENTRIES: u64 = 10_000;
+
+/// The count cache's key for a query: a digest, never the query itself.
+fn count_key(sql: &str, binds: &[sql::Bind]) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(sql.as_bytes());
+    for b in binds {
+        h.update([0u8]);
+        h.update(format!("{b:?}").as_bytes());
+    }
+    h.finalize().into()
+}
+
 pub struct SqliteStore {
     writer: Pool,
     readers: Arc<Readers>,
     /// Bumped after every write; cached counts from an older generation are stale.
     generation: AtomicU64,
-    counts: moka::sync::Cache<String, (u64, i64)>,
+    /// Counts by the SHA-256 of their query and binds: a fixed 32-byte key
+    /// however long the filter, so [`COUNT_CACHE_ENTRIES`] bounds the memory.
+    counts: moka::sync::Cache<[u8; 32], (u64, i64)>,
 }
 
 fn err(context: &str, e: impl std::fmt::Display) -> Error {
@@ -252,7 +269,7 @@ impl SqliteStore {
             writer,
             readers: Arc::new(Readers::open(path)?),
             generation: AtomicU64::new(0),
-            counts: moka::sync::Cache::new(10_000),
+            counts: moka::sync::Cache::new(COUNT_CACHE_ENTRIES),
         })
     }
 
@@ -298,7 +315,7 @@ impl SqliteStore {
         // Read the generation before counting: a write that lands meanwhile bumps
         // it, so a count that might include or miss that write is never reused.
         let generation = self.generation.load(Ordering::SeqCst);
-        let count_key = format!("{}|{:?}", count.sql, count.binds);
+        let count_key = count_key(&count.sql, &count.binds);
         let cached = self
             .counts
             .get(&count_key)
@@ -373,6 +390,29 @@ impl Store for SqliteStore {
                 params![name, init],
             )?;
             c.query_row("SELECT value FROM settings WHERE name = ?1", [&name], |r| r.get(0))
+        })
+        .await
+    }
+
+    async fn set_setting(&self, name: &str, value: Vec<u8>) -> Result<()> {
+        let name = name.to_owned();
+        self.write("set setting", move |c| {
+            c.execute(
+                "INSERT INTO settings (name, value) VALUES (?1, ?2) \
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                params![name, value],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    async fn setting(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        let name = name.to_owned();
+        self.read("setting", move |c| {
+            c.prepare_cached("SELECT value FROM settings WHERE name = ?1")?
+                .query_row([name], |r| r.get(0))
+                .optional()
         })
         .await
     }

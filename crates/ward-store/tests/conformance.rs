@@ -901,6 +901,16 @@ async fn settings_and_signing_keys() {
         }
         assert_eq!(seen.len(), 1, "{name}: racing setting_or_init disagreed: {seen:?}");
 
+        // set_setting replaces; setting reads back, or None when absent.
+        assert_eq!(store.setting("never-set").await.unwrap(), None, "{name}");
+        store.set_setting("url", b"http://a".to_vec()).await.unwrap();
+        store.set_setting("url", b"http://b".to_vec()).await.unwrap();
+        assert_eq!(
+            store.setting("url").await.unwrap().as_deref(),
+            Some(&b"http://b"[..]),
+            "{name}"
+        );
+
         let keys: Vec<SigningKeyRecord> = ["k2", "k1"]
             .into_iter()
             .enumerate()

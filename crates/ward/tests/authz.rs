@@ -192,8 +192,9 @@ fn items_key(kind: Kind) -> &'static str {
 }
 
 /// The capabilities a matrix create (role, binding) or binding update grants:
-/// `groups.list` only, so that no caller who passes the rule is then stopped
-/// by the escalation check (asserted where it matters).
+/// the `registry.pull` bundle, held by every caller who passes the rule, so
+/// that none is then stopped by the escalation check (asserted where it
+/// matters).
 fn matrix_grant() -> CapSet {
     role_caps("registry.pull")
 }
@@ -248,6 +249,32 @@ async fn admin_create(s: &TestServer, kind: Kind, parent: &str, name: &str, byst
     let (status, body) = s.post(&path, create_body(kind, name, bystander)).await;
     assert_eq!(status, StatusCode::OK, "[{}] admin create {path}: {body}", s.backend);
     uid(&body)
+}
+
+/// A root-level identity: a registered user, as people are. Such identities
+/// may be bound in any organization (a group's identities only in their
+/// own); the API creates identities only in groups, so this one is made in
+/// the store.
+async fn root_identity(s: &TestServer, name: &str) -> String {
+    use ward_core::clock::Clock as _;
+    let now = s.clock.now_millis();
+    let uid = ward_core::uidp::Uidp::new_root().as_str().to_owned();
+    let record = ward_store::IdentityRecord {
+        uid: uid.clone(),
+        parent_uid: None,
+        name: name.to_owned(),
+        description: String::new(),
+        company: String::new(),
+        relationship_type: 1,
+        relationship: json!({"issuer": "https://people.example.com", "subject": name}).to_string(),
+        issuer: "https://people.example.com".into(),
+        subject: name.to_owned(),
+        last_seen_time: None,
+        create_time: now,
+        update_time: now,
+    };
+    s.ward().store.create_identity(&record).await.expect("root identity");
+    uid
 }
 
 /// Binds `role_uid` to `identity` at `group` with the admin token.
@@ -436,7 +463,10 @@ async fn grpc_total(ch: &Channel, token: &str, kind: Kind) -> Result<i64, Status
 /// Where a caller's binding sits in the fixture tree:
 ///
 /// ```text
-/// org ── A ── A1        org2 (another organization; callers live here)
+/// org ── A ── A1        org2 (another organization)
+///
+/// Callers are root-level identities (registered users), so they may hold
+/// bindings in both organizations.
 ///     └─ B
 /// ```
 ///
@@ -562,8 +592,7 @@ async fn build_fixture(s: &TestServer, u: &mut Universe) -> Fixture {
 async fn make_callers(s: &TestServer, fx: &Fixture, u: &mut Universe) -> Vec<Caller> {
     let mut callers = Vec::new();
     for (i, (relation, bindings)) in RELATIONS.iter().enumerate() {
-        let identity = admin_create(s, Kind::Identity, &fx.org2, &format!("caller-{i}"), "").await;
-        u.add(Kind::Identity, &identity);
+        let identity = root_identity(s, &format!("caller-{i}")).await;
         let mut model = Model::default();
         for (place, role) in *bindings {
             let r = builtin_role(role).expect("built-in role");
@@ -975,7 +1004,7 @@ struct World {
     /// For each identity, the group it lives in.
     identities: Vec<Index>,
     /// A custom role: the group it is defined in, and a capability bitmask
-    /// over `Capability::ALL`.
+    /// over `CUSTOM_CAPS`.
     custom: Option<(Index, u16)>,
     /// (identity, group, role); the role indexes `BUILTIN_ROLES` then the
     /// custom role. A custom role bound outside its group is bound at its
@@ -984,6 +1013,26 @@ struct World {
 }
 
 const MAX_DEPTH: usize = 3;
+
+/// What a random custom role draws from: the IAM capabilities Ward serves.
+const CUSTOM_CAPS: [Capability; 16] = [
+    Capability::IamGroupsCreate,
+    Capability::IamGroupsUpdate,
+    Capability::IamGroupsList,
+    Capability::IamGroupsDelete,
+    Capability::IamRolesCreate,
+    Capability::IamRolesUpdate,
+    Capability::IamRolesList,
+    Capability::IamRolesDelete,
+    Capability::IamRoleBindingsCreate,
+    Capability::IamRoleBindingsUpdate,
+    Capability::IamRoleBindingsList,
+    Capability::IamRoleBindingsDelete,
+    Capability::IamIdentityCreate,
+    Capability::IamIdentityUpdate,
+    Capability::IamIdentityList,
+    Capability::IamIdentityDelete,
+];
 
 /// How often each (rpc, outcome) was predicted, across cases.
 #[derive(Default)]
@@ -1030,7 +1079,7 @@ async fn world_on(s: &TestServer, w: &World, tally: &Tally) {
         .collect();
     let mut custom = None;
     if let Some((home, mask)) = &w.custom {
-        let caps: CapSet = Capability::ALL
+        let caps: CapSet = CUSTOM_CAPS
             .iter()
             .enumerate()
             .filter(|(i, _)| mask & (1 << i) != 0)
@@ -1057,6 +1106,11 @@ async fn world_on(s: &TestServer, w: &World, tally: &Tally) {
             && !covers(home, &at)
         {
             at = home.clone();
+        }
+        // A group's identity is bound only within its own organization.
+        let org_of = |u: &str| u.split('/').next().unwrap_or_default().to_owned();
+        if org_of(&at) != org_of(&identities[who]) {
+            continue;
         }
         bindings.insert(admin_bind(s, &at, &identities[who], role_uid).await);
         notes[who].push(format!("{name} at {}", label(&at)));

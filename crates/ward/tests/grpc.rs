@@ -430,9 +430,10 @@ async fn invalid_name_is_invalid_argument_with_bad_request() {
         let br = d.bad_request().expect("BadRequest");
         assert!(br.field_violations.iter().any(|v| v.field == "uid"), "[{b}] {br:?}");
 
-        // So does a malformed parent, alongside the name.
+        // So does a malformed parent, alongside the name ("zzz" would be
+        // looked up as a group name; "Z Z" cannot be one).
         let st = c
-            .create_group(create_req("zzz", "BAD", ""))
+            .create_group(create_req("Z Z", "BAD", ""))
             .await
             .expect_err("bad parent");
         assert_eq!(st.code(), Code::InvalidArgument, "[{b}] {st:?}");

@@ -32,8 +32,17 @@ const DOMAIN: &str = "iam.chainguard.dev";
 /// An Ed25519 public key as a JWKS document (static-keys identities).
 const JWKS: &str = r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}"#;
 
-const BUILTIN_NAMES: [&str; 6] = [
+const BUILTIN_NAMES: [&str; 15] = [
+    "actions.viewer",
+    "apk.pull",
+    "argos.osv.reader",
+    "console_viewer",
     "editor",
+    "guardener.admin",
+    "guardener.user",
+    "libraries.java.pull",
+    "libraries.javascript.pull",
+    "libraries.python.pull",
     "owner",
     "registry.pull",
     "registry.pull_token_creator",
@@ -41,7 +50,8 @@ const BUILTIN_NAMES: [&str; 6] = [
     "viewer",
 ];
 
-const ALL_CAPS: [&str; 16] = [
+/// The IAM capabilities Ward serves.
+const IAM_CAPS: [&str; 16] = [
     "CAP_IAM_GROUPS_CREATE",
     "CAP_IAM_GROUPS_UPDATE",
     "CAP_IAM_GROUPS_LIST",
@@ -383,7 +393,7 @@ async fn identities_create_get_and_shape() {
 fn patterns_are_anchored() {
     // Documented in docs/api-conventions.md ("Patterns are anchored"); this is the
     // compiler the create and update paths validate with.
-    use ward_server::services::identities::compile_pattern;
+    let compile_pattern = ward_core::pattern::Pattern::compile;
     let re = compile_pattern("repo:acme/.*").expect("compiles");
     assert!(re.is_match("repo:acme/app"));
     assert!(!re.is_match("xrepo:acme/app"), "anchored at the start");
@@ -801,7 +811,7 @@ async fn builtin_roles_are_listed_and_stable() {
             "/iam/v2beta1/roles?uidp.inRoot=true".to_owned(),
         ] {
             let list = get_ok(s, &path).await;
-            assert_eq!(list["totalCount"], "6", "[{b}] {path}: {list}");
+            assert_eq!(list["totalCount"], "15", "[{b}] {path}: {list}");
             let roles = list["roles"].as_array().expect("roles");
             let names: BTreeSet<&str> = roles.iter().map(|r| r["name"].as_str().unwrap()).collect();
             assert_eq!(names, BTreeSet::from(BUILTIN_NAMES), "[{b}] {list}");
@@ -809,19 +819,28 @@ async fn builtin_roles_are_listed_and_stable() {
                 assert!(is_hex(r["uid"].as_str().unwrap(), 40), "[{b}] {r}");
                 assert!(!caps_of(r).is_empty(), "[{b}] {r}");
                 assert!(r["description"].as_str().is_some_and(|d| !d.is_empty()), "[{b}] {r}");
-                match r["name"].as_str().unwrap() {
-                    "owner" => assert_eq!(caps_of(r), ALL_CAPS, "[{b}] owner: {r}"),
-                    "viewer" | "editor" => assert_eq!(
-                        caps_of(r),
-                        [
+                // The full reference bundle, in enum-number order.
+                let name = r["name"].as_str().unwrap();
+                let bundle: Vec<&str> = ward_core::capability::builtin_role(name)
+                    .expect("known")
+                    .capabilities
+                    .iter()
+                    .map(|c| c.enum_name())
+                    .collect();
+                assert_eq!(caps_of(r), bundle, "[{b}] {name}: {r}");
+                let has = |wanted: &[&str]| wanted.iter().all(|w| caps_of(r).iter().any(|c| c == w));
+                match name {
+                    "owner" => assert!(has(&IAM_CAPS), "[{b}] owner: {r}"),
+                    "viewer" | "editor" => assert!(
+                        has(&[
                             "CAP_IAM_GROUPS_LIST",
                             "CAP_IAM_ROLES_LIST",
                             "CAP_IAM_ROLE_BINDINGS_LIST",
                             "CAP_IAM_IDENTITY_LIST",
-                        ],
+                        ]) && !has(&["CAP_IAM_GROUPS_DELETE"]),
                         "[{b}] {r}"
                     ),
-                    "registry.pull" => assert_eq!(caps_of(r), ["CAP_IAM_GROUPS_LIST"], "[{b}]"),
+                    "registry.pull" => assert!(has(&["CAP_IAM_GROUPS_LIST", "CAP_REPO_LIST"]), "[{b}]"),
                     _ => {}
                 }
             }
@@ -843,7 +862,7 @@ async fn builtin_roles_are_listed_and_stable() {
         s.restart().await;
         assert_eq!(builtins(s).await, map, "[{b}] after restart");
         let list = get_ok(s, ROLES).await;
-        assert_eq!(list["totalCount"], "6", "[{b}] no custom roles yet: {list}");
+        assert_eq!(list["totalCount"], "15", "[{b}] no custom roles yet: {list}");
     }
 }
 
@@ -921,9 +940,9 @@ async fn custom_roles() {
         let list = get_ok(&s, &format!("{ROLES}?uidp.children_of={ou}")).await;
         assert_eq!(uids(&list, "roles"), [ru.as_str()], "[{b}] {list}");
         let list = get_ok(&s, &format!("{ROLES}?uidp.in_root=true")).await;
-        assert_eq!(list["totalCount"], "6", "[{b}] {list}");
+        assert_eq!(list["totalCount"], "15", "[{b}] {list}");
         let list = get_ok(&s, ROLES).await;
-        assert_eq!(list["totalCount"], "8", "[{b}] {list}");
+        assert_eq!(list["totalCount"], "17", "[{b}] {list}");
         let list = get_ok(&s, &format!("{ROLES}?name=lister")).await;
         assert_eq!(uids(&list, "roles"), [ru.as_str()], "[{b}] {list}");
 
@@ -1466,7 +1485,15 @@ async fn no_escalation() {
             &s,
             &ou,
             "binder",
-            &["CAP_IAM_ROLE_BINDINGS_CREATE", "CAP_IAM_GROUPS_LIST"],
+            &[
+                "CAP_IAM_ROLE_BINDINGS_CREATE",
+                "CAP_IAM_GROUPS_LIST",
+                // Identities and custom roles X binds must be visible to X.
+                "CAP_IAM_IDENTITY_LIST",
+                "CAP_IAM_ROLES_LIST",
+                "CAP_APK_LIST",
+                "CAP_APK_BLOBS_GET",
+            ],
         )
         .await;
         bind(&s, &ou, &x, &uid(&binder)).await;
@@ -1504,7 +1531,7 @@ async fn no_escalation() {
             &s,
             &tok,
             &format!("{RB}/{tu}"),
-            json!({ "identityUid": y, "roleUid": roles["registry.pull"] }),
+            json!({ "identityUid": y, "roleUid": roles["apk.pull"] }),
         )
         .await;
         assert_eq!(status, StatusCode::OK, "[{b}] a subset may be granted: {body}");
@@ -1800,14 +1827,14 @@ mod grpc {
                 .await
                 .expect("list roles")
                 .into_inner();
-            assert_eq!(builtin_list.total_count, Some(6), "[{b}]");
+            assert_eq!(builtin_list.total_count, Some(15), "[{b}]");
             let owner = builtin_list
                 .roles
                 .iter()
                 .find(|r| r.name == "owner")
                 .expect("owner")
                 .clone();
-            assert_eq!(owner.capabilities.len(), 16, "[{b}] {owner:?}");
+            assert_eq!(owner.capabilities.len(), 138, "[{b}] {owner:?}");
             let role = roles
                 .create_role(CreateRoleRequest {
                     parent: ou.clone(),
@@ -2081,7 +2108,7 @@ mod grpc {
                 .await
                 .expect("list roles")
                 .into_inner();
-            assert_eq!(list.total_count, Some(7), "[{b}] {list:?}");
+            assert_eq!(list.total_count, Some(16), "[{b}] {list:?}");
         }
     }
 }

@@ -40,13 +40,6 @@ const DUP_SUB: &str = "repo:acme/dup:ref:refs/heads/main";
 const STATIC_ISS: &str = "https://static.example.com";
 const MISSING_UID: &str = "0123456789abcdef0123456789abcdef01234567";
 
-const VIEW_CAPS: [&str; 4] = [
-    "CAP_IAM_GROUPS_LIST",
-    "CAP_IAM_IDENTITY_LIST",
-    "CAP_IAM_ROLES_LIST",
-    "CAP_IAM_ROLE_BINDINGS_LIST",
-];
-
 // ---------------------------------------------------------------------------
 // Keys and tokens
 
@@ -531,8 +524,10 @@ fn field_violations(body: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The viewer role's capabilities, by enum name.
 fn view_caps() -> Vec<String> {
-    sorted(VIEW_CAPS.iter().map(|c| (*c).to_owned()).collect())
+    let viewer = ward_core::capability::builtin_role("viewer").expect("viewer");
+    sorted(viewer.capabilities.iter().map(|c| c.enum_name().to_owned()).collect())
 }
 
 // ---------------------------------------------------------------------------
@@ -606,7 +601,8 @@ async fn exchange_end_to_end() {
         assert_eq!(seen["updateTime"], before["updateTime"], "[{b}] not an update");
         s.clock.advance_millis(5_000);
 
-        // POST form, no identity: found by the token's exact issuer + subject.
+        // No identity: an identity in a group is never found implicitly (any
+        // organization could create one with this issuer and subject).
         let upstream = key.sign(&iss.claims(&s, SUB));
         let auth = format!("Bearer {upstream}");
         let r = send(
@@ -618,9 +614,20 @@ async fn exchange_end_to_end() {
             Some(&[("aud", &s.base)]),
         )
         .await;
+        assert_refused(b, "implicit", &r, 401, "pass identity=");
+        // POST form with the identity.
+        let r = send(
+            &s,
+            Method::POST,
+            &sts_url(&s),
+            Some(&auth),
+            &[],
+            Some(&[("aud", &s.base), ("identity", &exact)]),
+        )
+        .await;
         assert_eq!(r.status, StatusCode::OK, "[{b}] POST form: {}", r.body);
         let (_, claims) = jwt_parts(r.body["token"].as_str().unwrap());
-        assert_eq!(claims["sub"], exact, "[{b}] found by issuer+subject: {claims}");
+        assert_eq!(claims["sub"], exact, "[{b}] the named identity: {claims}");
         let (_, seen) = s.get(&format!("{ID}/{exact}")).await;
         assert!(
             seen["lastSeenTime"].is_string() && seen["lastSeenTime"] != first_seen,
@@ -728,7 +735,7 @@ async fn exchange_end_to_end() {
         bind(&s, &org, &globex, &viewer).await;
         let upstream = es.sign(&iss2.claims(&s, "repo:acme/es:ref:refs/heads/main"));
         assert_eq!(jwt_parts(&upstream).0["alg"], "ES256");
-        let token = exchange_ok(&s, &upstream, &[]).await;
+        let token = exchange_ok(&s, &upstream, &[("identity", &globex)]).await;
         assert_eq!(jwt_parts(&token).1["sub"], globex, "[{b}]");
         assert_eq!(list_uids(&s, &token, G, "groups").await, vec![org.clone()], "[{b}]");
 
@@ -821,7 +828,7 @@ async fn forged_and_wrong_tokens_are_refused() {
             exchange_ok(&s, &k1.sign(claims), &[("identity", id)]).await;
         }
         exchange_ok(&s, &ks.sign(&robot), &[("identity", &stat)]).await;
-        exchange_ok(&s, &k1.sign(&good), &[]).await;
+        exchange_ok(&s, &k1.sign(&good), &[("identity", &exact)]).await;
         assert_eq!(iss.discovery_hits(), 1, "[{b}] controls fetched issuer 1 once");
 
         let e = Some(exact.as_str());
@@ -1192,7 +1199,7 @@ async fn forged_and_wrong_tokens_are_refused() {
                 &k1.sign(&with(&good, "sub", json!("repo:acme/nobody:ref:refs/heads/main"))),
                 None,
                 401,
-                "no identity matches",
+                "no registered identity matches",
             ),
             case(
                 "subject patterns are not searched",
@@ -1202,18 +1209,18 @@ async fn forged_and_wrong_tokens_are_refused() {
                 "pass identity=",
             ),
             case(
-                "ambiguous identity",
+                "two organizations' identities: never ambiguous, never resolved",
                 &k1.sign(&with(&good, "sub", json!(DUP_SUB))),
                 None,
                 401,
-                "ambiguous",
+                "pass identity=",
             ),
             case(
                 "an issuer no identity names",
                 &k2.sign(&iss2.claims(&s, SUB)),
                 None,
                 401,
-                "no identity matches",
+                "no registered identity matches",
             ),
             // Static keys.
             case(
@@ -1366,7 +1373,7 @@ async fn static_keys_identities_verify_offline() {
         .await;
         bind(&s, &org, &robot, &viewer).await;
 
-        let token = exchange_ok(&s, &ks.sign(&live.claims(&s, "robot")), &[]).await;
+        let token = exchange_ok(&s, &ks.sign(&live.claims(&s, "robot")), &[("identity", &robot)]).await;
         let (_, claims) = jwt_parts(&token);
         assert_eq!(claims["sub"], robot, "[{b}] {claims}");
         assert_eq!(
@@ -1406,7 +1413,7 @@ async fn static_keys_identities_verify_offline() {
 
         // Past the expiration: refused, and tokens issued before stop too.
         s.clock.advance_millis(expires_ms + 1_000);
-        let r = exchange(&s, &ks.sign(&live.claims(&s, "robot")), &[]).await;
+        let r = exchange(&s, &ks.sign(&live.claims(&s, "robot")), &[("identity", &robot)]).await;
         assert_refused(b, "static identity expired", &r, 401, "identity has expired");
         let (status, body) = get_as(&s, &token, G).await;
         assert_error(b, status, &body, 401, 16, "UNAUTHENTICATED");
@@ -2064,5 +2071,85 @@ async fn cli_login_exchanges_and_acts_as_the_identity() {
         let (_, claims) = jwt_parts(out.trim());
         assert_eq!(claims["sub"], id, "[{b}] {claims}");
         assert_eq!(claims["act"]["iss"], iss.url, "[{b}] {claims}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Hardening regressions
+
+/// A token that is not validly signed by the identity's issuer learns nothing
+/// about what the identity expects of subject, audience or claims: the
+/// signature is checked before them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_tokens_learn_nothing_about_required_claims() {
+    for s in dev_servers().await {
+        let b = s.backend;
+        let (iss, key) = Issuer::with_key(Signer::ed25519()).await;
+        let stranger = Signer::ed25519().with_kid(&key.kid);
+        let org = uid(&s.create_group(None, "acme").await);
+        let id = create_identity(
+            &s,
+            &org,
+            "secretive",
+            json!({"claimMatch": {
+                "issuer": iss.url, "subject": SUB,
+                "claims": {"repository_owner_id": "4711"},
+                "claimPatterns": {"job_workflow_ref": "acme/deploy/.*"},
+            }}),
+        )
+        .await;
+        for (case, token) in [
+            ("forged, claims missing", stranger.sign(&iss.claims(&s, SUB))),
+            ("forged, wrong subject", stranger.sign(&iss.claims(&s, "repo:evil/x"))),
+        ] {
+            let r = exchange(&s, &token, &[("identity", &id)]).await;
+            assert_refused(b, case, &r, 401, "signature");
+            let text = r.body.to_string();
+            for secret in ["repository_owner_id", "job_workflow_ref", "4711", "subject"] {
+                assert!(!text.contains(secret), "[{b}] {case}: leaked {secret}: {text}");
+            }
+        }
+        // Validly signed: now the failing claim is named.
+        let r = exchange(&s, &key.sign(&iss.claims(&s, SUB)), &[("identity", &id)]).await;
+        assert_refused(b, "signed, claim missing", &r, 401, "claim \"repository_owner_id\"");
+    }
+}
+
+/// The exchange bounds what it is asked for, and never mints a token Ward
+/// itself would refuse (over 8 KiB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exchange_requests_are_bounded() {
+    for s in dev_servers().await {
+        let b = s.backend;
+        let (iss, key) = Issuer::with_key(Signer::ed25519()).await;
+        let org = uid(&s.create_group(None, "acme").await);
+        let long_sub = format!("repo:acme/{}", "x".repeat(7_000));
+        let id = create_identity(
+            &s,
+            &org,
+            "anything",
+            json!({"claimMatch": {"issuer": iss.url, "subjectPattern": "repo:acme/.*"}}),
+        )
+        .await;
+        bind(&s, &org, &id, &builtin_role(&s, "viewer").await).await;
+        let nine: Vec<(&str, &str)> = std::iter::repeat_n(("scopes", org.as_str()), 9)
+            .chain([("identity", id.as_str())])
+            .collect();
+        let r = exchange(&s, &key.sign(&iss.claims(&s, SUB)), &nine).await;
+        assert_refused(b, "9 scopes", &r, 400, "scopes");
+        let deep = format!("{org}{}", "/0123456789abcdef".repeat(40));
+        let r = exchange(
+            &s,
+            &key.sign(&iss.claims(&s, SUB)),
+            &[("identity", &id), ("scopes", &deep)],
+        )
+        .await;
+        assert_refused(b, "deep scope", &r, 400, "scopes");
+        // A 7 KB subject (allowed by the pattern) would make a token over 8 KiB.
+        let r = exchange(&s, &key.sign(&iss.claims(&s, &long_sub)), &[("identity", &id)]).await;
+        assert_refused(b, "oversized token", &r, 400, "exceed");
+        let token = exchange_ok(&s, &key.sign(&iss.claims(&s, SUB)), &[("identity", &id)]).await;
+        let (status, body) = get_as(&s, &token, G).await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {body}");
     }
 }

@@ -46,7 +46,12 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    router.route_service(&format!("/{}/{{*method}}", S::NAME), svc)
+    router.route_service(
+        &format!("/{}/{{*method}}", S::NAME),
+        tower::ServiceBuilder::new()
+            .map_response(malformed_is_invalid::<tonic::body::Body>)
+            .service(svc),
+    )
 }
 
 /// Every gRPC service (both IAM versions), plus server reflection (v1 and v1alpha).
@@ -56,7 +61,10 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
     macro_rules! add {
         ($router:expr, $($server:path),*) => {{
             let mut r = $router;
-            $(r = route(r, <$server>::new(iam.clone()).max_decoding_message_size(MAX_BODY_BYTES));)*
+            $(r = route(r, <$server>::new(iam.clone())
+                .max_decoding_message_size(MAX_BODY_BYTES)
+                .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
+                .send_compressed(tonic::codec::CompressionEncoding::Gzip));)*
             r
         }};
     }
@@ -77,4 +85,24 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
     };
     let router = route(router, reflection().build_v1().expect("descriptor set is valid"));
     route(router, reflection().build_v1alpha().expect("descriptor set is valid"))
+}
+
+/// tonic reports a request it cannot decode as INTERNAL; it is the client's
+/// malformed input, so it becomes INVALID_ARGUMENT (a trailers-only response
+/// carries the status in its headers).
+fn malformed_is_invalid<B>(mut resp: http::Response<B>) -> http::Response<B> {
+    let h = resp.headers();
+    let decode_failure = h.get("grpc-status").is_some_and(|v| v == "13")
+        && h.get("grpc-message").and_then(|v| v.to_str().ok()).is_some_and(|m| {
+            let m = m.to_ascii_lowercase();
+            m.contains("decod")
+                || m.contains("decompress")
+                || m.contains("missing%20request%20message")
+                || m.contains("missing request message")
+        });
+    if decode_failure {
+        resp.headers_mut()
+            .insert("grpc-status", http::HeaderValue::from_static("3"));
+    }
+    resp
 }

@@ -95,6 +95,8 @@ pub fn routes<R: Resource>(collection: &str, list: MethodRouter<Arc<Ward>>) -> a
     for v in ["v2beta1", "v2"] {
         r = r
             .route(&format!("/iam/{v}/{collection}"), list.clone())
+            // grpc-gateway's `{parent=**}` also matches an empty parent.
+            .route(&format!("/iam/{v}/{collection}/"), list.clone())
             .route(&format!("/iam/{v}/{collection}/{{*uid}}"), item_routes::<R>());
     }
     r

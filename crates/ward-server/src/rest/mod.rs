@@ -38,12 +38,149 @@ pub fn router(ward: Arc<Ward>, issuer_path: &str) -> axum::Router {
         .merge(system::routes(issuer_path))
         .merge(sts::routes(issuer_path))
         .fallback(no_route)
+        .layer(axum::middleware::from_fn(unimplemented_verbs))
         .layer(axum::middleware::map_response(method_not_allowed))
         .with_state(ward)
 }
 
-async fn no_route(method: http::Method, uri: http::Uri) -> ApiError {
-    Error::not_found("endpoint", format!("{method} {}", uri.path())).into()
+/// Unknown paths: NOT_FOUND over REST; for a gRPC request (a service Ward
+/// does not serve), HTTP 200 with `grpc-status: 12` as gRPC clients expect.
+async fn no_route(method: http::Method, uri: http::Uri, headers: http::HeaderMap) -> Response {
+    let grpc = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/grpc"));
+    if grpc {
+        let path: String = uri.path().chars().take(200).collect();
+        return tonic::Status::unimplemented(format!("this server does not implement {path}"))
+            .into_http::<axum::body::Body>()
+            .into_response();
+    }
+    ApiError::from(Error::not_found("endpoint", format!("{method} {}", uri.path()))).into_response()
+}
+
+/// An AIP-193 UNIMPLEMENTED body (HTTP `status`).
+fn unimplemented(status: http::StatusCode, message: String) -> Response {
+    let body = serde_json::json!({
+        "code": 12,
+        "message": format!("Unimplemented: {message}"),
+        "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "UNIMPLEMENTED",
+                     "domain": crate::status::IAM_DOMAIN, "metadata": {}}],
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+/// Custom-verb paths (`…/groups:lookupGroup`, `…/{uid}:requestGroupAccess`)
+/// of RPCs Ward does not implement answer HTTP 501, code 12 UNIMPLEMENTED,
+/// instead of a 404 or a misleading 400 from the uid route they resemble.
+/// Verbs that Ward does implement are routed before this check.
+async fn unimplemented_verbs(req: Request, next: axum::middleware::Next) -> Response {
+    let path = req.uri().path();
+    let last = path.rsplit('/').next().unwrap_or("");
+    if path.starts_with("/iam/")
+        && let Some((_, verb)) = last.rsplit_once(':')
+        && !verb.is_empty()
+        && verb.bytes().all(|b| b.is_ascii_alphabetic())
+        && !IMPLEMENTED_VERBS.contains(&verb)
+    {
+        return unimplemented(
+            http::StatusCode::NOT_IMPLEMENTED,
+            format!("the custom method \":{verb}\" is not implemented by this server"),
+        );
+    }
+    next.run(req).await
+}
+
+/// Custom verbs that have routes of their own.
+const IMPLEMENTED_VERBS: &[&str] = &[];
+
+/// Largest unread request body that is drained so the connection stays
+/// usable (Go's net/http drains up to the same amount).
+const DRAIN_LIMIT: u64 = 256 * 1024;
+
+/// HTTP/1.1 keeps a connection only if the whole request body was read. A
+/// response sent without reading it (401, 404, 405, or a handler that needs
+/// no body) would close the connection without saying so, and pooled
+/// clients (Python `requests`) then fail their next request. So a small body
+/// is read before the request is handled; a larger one is watched, and if it
+/// was not read to its end the response says `Connection: close`.
+pub async fn drain_unread_bodies(req: Request, next: axum::middleware::Next) -> Response {
+    if req.version() >= http::Version::HTTP_2 {
+        return next.run(req).await;
+    }
+    let length = req
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let chunked = req.headers().contains_key(http::header::TRANSFER_ENCODING);
+    match length {
+        Some(0) | None if !chunked => next.run(req).await,
+        Some(n) if n <= DRAIN_LIMIT && !chunked => {
+            let (parts, body) = req.into_parts();
+            match axum::body::to_bytes(body, DRAIN_LIMIT as usize).await {
+                Ok(bytes) => {
+                    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                        .await
+                }
+                Err(_) => {
+                    let mut resp =
+                        ApiError::from(Error::invalid("body", "the request body could not be read")).into_response();
+                    close(&mut resp);
+                    resp
+                }
+            }
+        }
+        _ => {
+            let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let req = req.map(|body| {
+                axum::body::Body::new(WatchedBody {
+                    inner: body,
+                    done: done.clone(),
+                })
+            });
+            let mut resp = next.run(req).await;
+            if !done.load(std::sync::atomic::Ordering::SeqCst) {
+                close(&mut resp);
+            }
+            resp
+        }
+    }
+}
+
+/// A request body that records when it has been read to its end.
+struct WatchedBody {
+    inner: axum::body::Body,
+    done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl http_body::Body for WatchedBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+fn close(resp: &mut Response) {
+    resp.headers_mut()
+        .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
 }
 
 /// Gives axum's bare 405 an AIP-193 body (UNIMPLEMENTED, as grpc-gateway does).
@@ -52,13 +189,10 @@ async fn method_not_allowed(resp: Response) -> Response {
         return resp;
     }
     let allow = resp.headers().get(http::header::ALLOW).cloned();
-    let body = serde_json::json!({
-        "code": 12,
-        "message": "Unimplemented: method not allowed on this path",
-        "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "UNIMPLEMENTED",
-                     "domain": crate::status::IAM_DOMAIN, "metadata": {}}],
-    });
-    let mut out = (http::StatusCode::METHOD_NOT_ALLOWED, axum::Json(body)).into_response();
+    let mut out = unimplemented(
+        http::StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed on this path".into(),
+    );
     if let Some(a) = allow {
         out.headers_mut().insert(http::header::ALLOW, a);
     }

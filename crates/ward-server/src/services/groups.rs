@@ -1,6 +1,7 @@
 //! Groups: organizations (root groups) and the groups beneath them.
 
 use ward_core::fieldmask::Updatable;
+use ward_core::listing::{FilterValue, ListQuery};
 use ward_core::names::{check_description, check_name};
 use ward_core::rpc;
 use ward_core::uidp::Uidp;
@@ -11,12 +12,16 @@ use ward_proto::iam::v2::{
 };
 use ward_store::{GROUP_TYPE, GroupPatch, GroupRecord, RoleBindingRecord};
 
+use super::UpdateMask;
 use super::list::ListParams;
-use super::{UpdateMask, parse_uidp};
 use crate::authz::Caller;
 use crate::ward::Ward;
 
 const COLLECTION: &str = "groups";
+/// Deepest a group may sit (segments of its UIDP), leaving room below the
+/// deepest group for the resources that live under groups (UIDPs are at most
+/// `uidp::MAX_DEPTH` segments).
+pub const MAX_GROUP_DEPTH: usize = 24;
 
 /// What an update may change; the rest of Group is output-only.
 pub const GROUP_FIELDS: Updatable = Updatable {
@@ -30,6 +35,7 @@ pub const GROUP_FIELDS: Updatable = Updatable {
         "kind",
         "status",
     ],
+    immutable: &[],
 };
 
 fn to_proto(r: GroupRecord) -> Group {
@@ -53,8 +59,23 @@ impl Ward {
         let parent = if req.parent.is_empty() {
             None
         } else {
-            parse_uidp("parent", &req.parent, &mut bad)
+            match self.resolve_parent(caller, &req.parent).await {
+                Ok(p) => Some(p),
+                Err(Error::InvalidArgument(v)) => {
+                    bad.extend(v);
+                    None
+                }
+                Err(e) => return Err(e),
+            }
         };
+        if let Some(p) = &parent
+            && p.depth() >= MAX_GROUP_DEPTH
+        {
+            bad.push(ward_core::error::FieldViolation {
+                field: "parent".into(),
+                description: format!("groups nest at most {MAX_GROUP_DEPTH} deep"),
+            });
+        }
         check_name("name", &group.name, &mut bad);
         check_description("description", &group.description, &mut bad);
         if !bad.is_empty() {
@@ -87,6 +108,56 @@ impl Ward {
         Ok(to_proto(record))
     }
 
+    /// CreateGroup's `parent`: a group UIDP, the last segment of one (16
+    /// hex), or a group's name. The last two are looked up among the groups
+    /// the caller may see; none is NOT_FOUND and several is INVALID_ARGUMENT
+    /// naming them.
+    async fn resolve_parent(&self, caller: &Caller, raw: &str) -> Result<Uidp> {
+        if Uidp::is_valid(raw) || raw.contains('/') {
+            return Uidp::parse("parent", raw);
+        }
+        let is_suffix = raw.len() == 16 && raw.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !is_suffix {
+            let mut bad = Vec::new();
+            check_name("parent", raw, &mut bad);
+            if !bad.is_empty() {
+                return Err(Error::invalid(
+                    "parent",
+                    "parent must be a group UIDP, the last 16 hex digits of one, or a group name",
+                ));
+            }
+        }
+        let q = ListQuery {
+            name: (!is_suffix).then(|| raw.to_owned()),
+            filters: if is_suffix {
+                vec![("uid", FilterValue::EndsWith(format!("/{raw}")))]
+            } else {
+                Vec::new()
+            },
+            page_size: 5,
+            visible: self.visible_scopes(caller, rpc::LIST_GROUPS.capability),
+            ..ListQuery::default()
+        };
+        let page = self.store.list_groups(&q).await?;
+        match page.items.as_slice() {
+            [] => Err(Error::not_found(GROUP_TYPE, raw)),
+            [one] => Uidp::parse("parent", &one.uid),
+            many => Err(Error::invalid(
+                "parent",
+                format!(
+                    "parent \"{raw}\" is ambiguous: it names {} groups ({}{}); pass the group's UIDP",
+                    page.total_count,
+                    many.iter().map(|g| g.uid.as_str()).collect::<Vec<_>>().join(", "),
+                    if page.total_count > many.len() as i64 {
+                        ", …"
+                    } else {
+                        ""
+                    }
+                ),
+            )),
+        }
+    }
+
     /// Who may create an organization: the server admin always; another
     /// identity only when the server allows it, and then it becomes the new
     /// organization's owner (the binding is returned, to be created with it).
@@ -99,6 +170,18 @@ impl Ward {
             || Error::PermissionDenied("creating organizations is reserved to the server admin on this server".into());
         if !self.allow_org_creation {
             return Err(denied());
+        }
+        // Narrowing applies to every call: an organization lies outside any
+        // scope, and a capability-narrowed token needs groups.create in it.
+        let claims = &caller.claims;
+        let cap_ok = claims.cap.as_ref().is_none_or(|caps| {
+            caps.iter()
+                .any(|c| ward_core::capability::Capability::from_name(c) == Some(rpc::CREATE_GROUP.capability))
+        });
+        if claims.scopes.is_some() || !cap_ok {
+            return Err(Error::PermissionDenied(
+                "this token is narrowed (scopes or cap) and cannot create organizations".into(),
+            ));
         }
         let me = Uidp::parse("subject", &caller.subject).map_err(|_| denied())?;
         if self.store.get_identity(&me).await?.is_none() {
@@ -137,12 +220,12 @@ impl Ward {
             skip: req.skip,
             filters: Vec::new(),
         };
-        let q = self.list_query(COLLECTION, params, visible)?;
+        let (q, skipped) = self.list_query(COLLECTION, params, visible)?;
         let page = self.store.list_groups(&q).await?;
         Ok(ListGroupsResponse {
-            next_page_token: self.next_page_token(COLLECTION, &q, &page),
+            next_page_token: self.next_page_token(COLLECTION, &q, skipped, &page),
             total_count: Some(page.total_count),
-            skipped: req.skip,
+            skipped,
             groups: page.items.into_iter().map(to_proto).collect(),
         })
     }

@@ -1,10 +1,14 @@
 //! Identities: workloads that act in the platform, each under a group, with
 //! exactly one relationship (how a presented token proves it is this identity).
 
+use std::sync::Arc;
 use ward_core::error::FieldViolation;
 use ward_core::fieldmask::Updatable;
 use ward_core::listing::FilterValue;
-use ward_core::names::{check_description, check_name};
+
+use ward_core::capability::Capability;
+use ward_core::names::{MAX_CLAIM_NAME_LEN, MAX_CLAIM_VALUE_LEN, check_description, check_name, check_text};
+use ward_core::pattern::Pattern;
 use ward_core::rpc;
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
@@ -16,20 +20,21 @@ use ward_proto::iam::v2::{
 };
 use ward_store::{IDENTITY_TYPE, IdentityPatch, IdentityRecord};
 
+use super::UpdateMask;
 use super::list::ListParams;
-use super::{UpdateMask, parse_uidp};
-use crate::authz::Caller;
+use crate::authz::{Caller, Grants};
 use crate::ward::Ward;
 
 const COLLECTION: &str = "identities";
-/// Longest accepted pattern, and the compiled-size limit: patterns come from
-/// API callers and are matched on every token exchange.
-const MAX_PATTERN_LEN: usize = 1024;
-const MAX_REGEX_SIZE: usize = 1 << 20;
-/// Largest accepted JWKS document for static keys.
+/// Largest accepted JWKS document for static keys, and most keys in it.
 const MAX_JWKS_BYTES: usize = 64 * 1024;
-/// Longest lifetime of a static-keys identity.
+const MAX_JWKS_KEYS: usize = 16;
+/// Longest lifetime of a static-keys identity, counted from its creation.
 const MAX_STATIC_LIFETIME_MS: i64 = 365 * 24 * 60 * 60 * 1000;
+/// Most entries in `claims` and `claim_patterns` together.
+pub const MAX_CLAIMS: usize = 32;
+/// Most pattern bytes one identity may hold, all its patterns together.
+pub const MAX_PATTERN_BYTES: usize = 8 * 1024;
 
 pub const IDENTITY_FIELDS: Updatable = Updatable {
     mutable: &["name", "description", "company", "claim_match", "static_keys"],
@@ -41,23 +46,8 @@ pub const IDENTITY_FIELDS: Updatable = Updatable {
         "create_time",
         "update_time",
     ],
+    immutable: &[],
 };
-
-/// Compiles a pattern the way token checks use it: anchored at both ends.
-pub fn compile_pattern(pattern: &str) -> std::result::Result<regex::Regex, String> {
-    if pattern.len() > MAX_PATTERN_LEN {
-        return Err(format!("must be at most {MAX_PATTERN_LEN} characters"));
-    }
-    regex::RegexBuilder::new(&format!("^(?:{pattern})$"))
-        .size_limit(MAX_REGEX_SIZE)
-        .build()
-        .map_err(|e| {
-            format!(
-                "is not a valid regular expression: {}",
-                e.to_string().lines().last().unwrap_or("")
-            )
-        })
-}
 
 fn violation(field: &str, description: impl Into<String>) -> FieldViolation {
     FieldViolation {
@@ -66,70 +56,162 @@ fn violation(field: &str, description: impl Into<String>) -> FieldViolation {
     }
 }
 
-fn check_pattern(field: &str, pattern: &str, bad: &mut Vec<FieldViolation>) {
-    if let Err(e) = compile_pattern(pattern) {
-        bad.push(violation(field, format!("{field} {e}")));
+/// A relationship that passed the cheap checks: its stored form, and the
+/// patterns still to compile (compiling is the expensive part, done after
+/// authorization and off the async workers).
+struct CheckedRelationship {
+    relationship_type: i64,
+    json: String,
+    issuer: String,
+    subject: String,
+    patterns: Vec<(String, String)>,
+}
+
+/// Checks a required exact value or pattern (issuer, subject).
+fn exact_or_pattern(
+    field: &str,
+    exact: Option<&str>,
+    pattern: Option<&str>,
+    patterns: &mut Vec<(String, String)>,
+    bad: &mut Vec<FieldViolation>,
+) {
+    match (exact, pattern) {
+        (Some(s), _) if !s.is_empty() => check_text(&format!("claim_match.{field}"), s, MAX_CLAIM_VALUE_LEN, bad),
+        (None, Some(p)) if !p.is_empty() => patterns.push((format!("claim_match.{field}_pattern"), p.to_owned())),
+        _ => bad.push(violation(
+            &format!("claim_match.{field}"),
+            format!("claim_match needs an {field} or an {field}_pattern").replace("an subject", "a subject"),
+        )),
     }
 }
 
-fn check_claim_match(m: &ClaimMatch, bad: &mut Vec<FieldViolation>) {
-    match &m.iss {
-        Some(claim_match::Iss::Issuer(s)) if !s.is_empty() => {}
-        Some(claim_match::Iss::IssuerPattern(p)) if !p.is_empty() => {
-            check_pattern("claim_match.issuer_pattern", p, bad)
+fn check_claim_match(m: &ClaimMatch, bad: &mut Vec<FieldViolation>) -> Vec<(String, String)> {
+    let mut patterns = Vec::new();
+    let (iss, iss_p) = match &m.iss {
+        Some(claim_match::Iss::Issuer(s)) => (Some(s.as_str()), None),
+        Some(claim_match::Iss::IssuerPattern(p)) => (None, Some(p.as_str())),
+        None => (None, None),
+    };
+    exact_or_pattern("issuer", iss, iss_p, &mut patterns, bad);
+    let (sub, sub_p) = match &m.sub {
+        Some(claim_match::Sub::Subject(s)) => (Some(s.as_str()), None),
+        Some(claim_match::Sub::SubjectPattern(p)) => (None, Some(p.as_str())),
+        None => (None, None),
+    };
+    exact_or_pattern("subject", sub, sub_p, &mut patterns, bad);
+    match &m.aud {
+        Some(claim_match::Aud::Audience(a)) => check_text("claim_match.audience", a, MAX_CLAIM_VALUE_LEN, bad),
+        Some(claim_match::Aud::AudiencePattern(p)) => {
+            patterns.push(("claim_match.audience_pattern".into(), p.clone()));
         }
-        _ => bad.push(violation(
-            "claim_match.issuer",
-            "claim_match needs an issuer or an issuer_pattern",
-        )),
+        None => {}
     }
-    match &m.sub {
-        Some(claim_match::Sub::Subject(s)) if !s.is_empty() => {}
-        Some(claim_match::Sub::SubjectPattern(p)) if !p.is_empty() => {
-            check_pattern("claim_match.subject_pattern", p, bad)
-        }
-        _ => bad.push(violation(
-            "claim_match.subject",
-            "claim_match needs a subject or a subject_pattern",
-        )),
+    if m.claims.len() + m.claim_patterns.len() > MAX_CLAIMS {
+        bad.push(violation(
+            "claim_match.claims",
+            format!("claim_match.claims and claim_match.claim_patterns may hold at most {MAX_CLAIMS} entries together"),
+        ));
+        return patterns;
     }
-    if let Some(claim_match::Aud::AudiencePattern(p)) = &m.aud {
-        check_pattern("claim_match.audience_pattern", p, bad);
+    for (k, v) in &m.claims {
+        check_claim_name("claim_match.claims", k, bad);
+        check_text(&format!("claim_match.claims[{k}]"), v, MAX_CLAIM_VALUE_LEN, bad);
     }
     for (k, p) in &m.claim_patterns {
-        check_pattern(&format!("claim_match.claim_patterns[{k}]"), p, bad);
+        check_claim_name("claim_match.claim_patterns", k, bad);
+        patterns.push((format!("claim_match.claim_patterns[{k}]"), p.clone()));
     }
-    if m.claims.keys().chain(m.claim_patterns.keys()).any(String::is_empty) {
-        bad.push(violation("claim_match.claims", "claim names must not be empty"));
+    let total: usize = patterns.iter().map(|(_, p)| p.len()).sum();
+    if total > MAX_PATTERN_BYTES {
+        bad.push(violation(
+            "claim_match",
+            format!("an identity's patterns may hold at most {MAX_PATTERN_BYTES} bytes together"),
+        ));
+        patterns.clear();
+    }
+    patterns
+}
+
+fn check_claim_name(field: &str, name: &str, bad: &mut Vec<FieldViolation>) {
+    if name.is_empty() {
+        bad.push(violation(field, "claim names must not be empty"));
+    } else {
+        check_text(field, name, MAX_CLAIM_NAME_LEN, bad);
     }
 }
 
-fn check_static_keys(k: &StaticKeys, now_ms: i64, bad: &mut Vec<FieldViolation>) {
-    if k.issuer.is_empty() {
-        bad.push(violation("static_keys.issuer", "static_keys.issuer is required"));
+/// A JWKS the exchange can use: parseable, 1 to [`MAX_JWKS_KEYS`] keys, each
+/// one a verification key of a supported type and algorithm.
+fn check_jwks(json: &str) -> std::result::Result<(), String> {
+    use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
+    if json.len() > MAX_JWKS_BYTES {
+        return Err(format!("must be at most {MAX_JWKS_BYTES} bytes"));
     }
-    if k.subject.is_empty() {
-        bad.push(violation("static_keys.subject", "static_keys.subject is required"));
+    let set: JwkSet =
+        serde_json::from_str(json).map_err(|e| format!("must be a JWKS document (JSON with a \"keys\" array): {e}"))?;
+    if set.keys.is_empty() || set.keys.len() > MAX_JWKS_KEYS {
+        return Err(format!("must hold between 1 and {MAX_JWKS_KEYS} keys"));
     }
-    let jwks_ok = k.issuer_keys.len() <= MAX_JWKS_BYTES
-        && serde_json::from_str::<serde_json::Value>(&k.issuer_keys)
-            .ok()
-            .and_then(|v| v.get("keys").and_then(|keys| keys.as_array().map(|a| !a.is_empty())))
-            .unwrap_or(false);
-    if !jwks_ok {
+    for (i, jwk) in set.keys.iter().enumerate() {
+        use jsonwebtoken::Algorithm as A;
+        use jsonwebtoken::jwk::{EllipticCurve as C, KeyAlgorithm as K};
+        let by_type = match &jwk.algorithm {
+            AlgorithmParameters::RSA(_) => A::RS256,
+            AlgorithmParameters::EllipticCurve(ec) if ec.curve == C::P256 => A::ES256,
+            AlgorithmParameters::EllipticCurve(ec) if ec.curve == C::P384 => A::ES384,
+            AlgorithmParameters::OctetKeyPair(okp) if okp.curve == C::Ed25519 => A::EdDSA,
+            _ => {
+                return Err(format!(
+                    "key {i}: only RSA, EC P-256/P-384 and Ed25519 keys are supported"
+                ));
+            }
+        };
+        let alg = match jwk.common.key_algorithm {
+            None => by_type,
+            Some(K::RS256) => A::RS256,
+            Some(K::RS384) => A::RS384,
+            Some(K::RS512) => A::RS512,
+            Some(K::PS256) => A::PS256,
+            Some(K::ES256) => A::ES256,
+            Some(K::ES384) => A::ES384,
+            Some(K::EdDSA) => A::EdDSA,
+            Some(other) => return Err(format!("key {i}: algorithm {other:?} is not accepted")),
+        };
+        let key = jsonwebtoken::DecodingKey::from_jwk(jwk).map_err(|e| format!("key {i} is not a usable key: {e}"))?;
+        // Building a verifier parses the key material (curve points, RSA
+        // components): a key that cannot verify anything fails here, at
+        // create time, instead of at every exchange.
+        jsonwebtoken::crypto::verify("AAAA", b"probe", &key, alg)
+            .map_err(|e| format!("key {i} is not a usable {alg:?} key: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Checks static keys; returns them with `expiration_time` defaulted to 365
+/// days after `created_ms`, the most it may be.
+fn check_static_keys(k: &StaticKeys, now_ms: i64, created_ms: i64, bad: &mut Vec<FieldViolation>) -> StaticKeys {
+    let mut k = k.clone();
+    for (field, value) in [("static_keys.issuer", &k.issuer), ("static_keys.subject", &k.subject)] {
+        if value.is_empty() {
+            bad.push(violation(field, format!("{field} is required")));
+        } else {
+            check_text(field, value, MAX_CLAIM_VALUE_LEN, bad);
+        }
+    }
+    if let Err(e) = check_jwks(&k.issuer_keys) {
         bad.push(violation(
             "static_keys.issuer_keys",
-            format!("static_keys.issuer_keys must be a JWKS document (JSON with a non-empty \"keys\" array, at most {MAX_JWKS_BYTES} bytes)"),
+            format!("static_keys.issuer_keys {e}"),
         ));
     }
-    if let Some(exp) = k.expiration_time {
-        let exp = exp.to_millis();
-        if exp <= now_ms || exp > now_ms + MAX_STATIC_LIFETIME_MS {
-            bad.push(violation(
-                "static_keys.expiration_time",
-                "static_keys.expiration_time must be in the future and at most 365 days away",
-            ));
-        }
+    let latest = created_ms.saturating_add(MAX_STATIC_LIFETIME_MS);
+    match k.expiration_time {
+        Some(exp) if !exp.is_valid() || exp.to_millis() <= now_ms || exp.to_millis() > latest => bad.push(violation(
+            "static_keys.expiration_time",
+            "static_keys.expiration_time must be in the future and at most 365 days after the identity's creation",
+        )),
+        Some(_) => {}
+        None => k.expiration_time = Some(Timestamp::from_millis(latest)),
     }
     if k.audiences.len() > 1 {
         bad.push(violation(
@@ -137,15 +219,20 @@ fn check_static_keys(k: &StaticKeys, now_ms: i64, bad: &mut Vec<FieldViolation>)
             "static_keys.audiences takes at most one value",
         ));
     }
+    for a in &k.audiences {
+        check_text("static_keys.audiences", a, MAX_CLAIM_VALUE_LEN, bad);
+    }
+    k
 }
 
-/// Checks a relationship and turns it into its stored form
-/// (type, JSON, exact issuer, exact subject).
+/// Checks a relationship (cheap checks only) and turns it into its stored
+/// form. `created_ms` is the identity's creation time (now, for a create).
 fn relationship_record(
     rel: Option<&Relationship>,
     now_ms: i64,
+    created_ms: i64,
     bad: &mut Vec<FieldViolation>,
-) -> Option<(i64, String, String, String)> {
+) -> Option<CheckedRelationship> {
     match rel {
         None => {
             bad.push(violation(
@@ -155,25 +242,45 @@ fn relationship_record(
             None
         }
         Some(Relationship::ClaimMatch(m)) => {
-            check_claim_match(m, bad);
-            let iss = match &m.iss {
-                Some(claim_match::Iss::Issuer(s)) => s.clone(),
-                _ => String::new(),
-            };
-            let sub = match &m.sub {
-                Some(claim_match::Sub::Subject(s)) => s.clone(),
-                _ => String::new(),
-            };
-            Some((RelationshipType::ClaimMatch as i64, json(m), iss, sub))
+            let patterns = check_claim_match(m, bad);
+            let exact = |v: Option<String>| v.unwrap_or_default();
+            Some(CheckedRelationship {
+                relationship_type: RelationshipType::ClaimMatch as i64,
+                json: json(m),
+                issuer: exact(match &m.iss {
+                    Some(claim_match::Iss::Issuer(s)) => Some(s.clone()),
+                    _ => None,
+                }),
+                subject: exact(match &m.sub {
+                    Some(claim_match::Sub::Subject(s)) => Some(s.clone()),
+                    _ => None,
+                }),
+                patterns,
+            })
         }
         Some(Relationship::StaticKeys(k)) => {
-            check_static_keys(k, now_ms, bad);
-            Some((
-                RelationshipType::Static as i64,
-                json(k),
-                k.issuer.clone(),
-                k.subject.clone(),
-            ))
+            let k = check_static_keys(k, now_ms, created_ms, bad);
+            Some(CheckedRelationship {
+                relationship_type: RelationshipType::Static as i64,
+                json: json(&k),
+                issuer: k.issuer,
+                subject: k.subject,
+                patterns: Vec::new(),
+            })
+        }
+        Some(Relationship::AwsIdentity(_)) => {
+            bad.push(violation(
+                "aws_identity",
+                "aws_identity is not supported by this server; use claim_match with AWS outbound identity federation, or static_keys",
+            ));
+            None
+        }
+        Some(Relationship::ServicePrincipal(_)) => {
+            bad.push(violation(
+                "service_principal",
+                "service_principal is not supported by this server: it names platform services Ward does not run",
+            ));
+            None
         }
     }
 }
@@ -188,6 +295,16 @@ fn other_kind(kind: &str) -> &'static str {
         "static_keys"
     } else {
         "claim_match"
+    }
+}
+
+fn relationship_kind(rel: Option<&Relationship>) -> Option<&'static str> {
+    match rel {
+        Some(Relationship::ClaimMatch(_)) => Some("claim_match"),
+        Some(Relationship::StaticKeys(_)) => Some("static_keys"),
+        Some(Relationship::AwsIdentity(_)) => Some("aws_identity"),
+        Some(Relationship::ServicePrincipal(_)) => Some("service_principal"),
+        None => None,
     }
 }
 
@@ -212,31 +329,86 @@ fn to_proto(r: IdentityRecord) -> Identity {
 }
 
 impl Ward {
+    /// A compiled claim pattern, from the cache or compiled on a blocking
+    /// thread (compiling can take milliseconds; async workers never wait on
+    /// it). Patterns are cached by their text, weighed by compiled size.
+    pub(crate) async fn pattern(&self, pattern: &str) -> std::result::Result<Arc<Pattern>, String> {
+        if let Some(p) = self.patterns.get(pattern) {
+            return Ok(p);
+        }
+        let owned = pattern.to_owned();
+        let compiled = tokio::task::spawn_blocking(move || Pattern::compile(&owned))
+            .await
+            .map_err(|_| "could not be compiled".to_owned())??;
+        let compiled = Arc::new(compiled);
+        self.patterns.insert(pattern.to_owned(), compiled.clone());
+        Ok(compiled)
+    }
+
+    /// Compiles every pattern of a relationship, recording a violation for
+    /// each that fails.
+    async fn check_patterns(&self, patterns: &[(String, String)], bad: &mut Vec<FieldViolation>) {
+        for (field, p) in patterns {
+            if let Err(e) = self.pattern(p).await {
+                bad.push(violation(field, format!("{field} {e}")));
+            }
+        }
+    }
+
+    /// Changing how an identity authenticates lets the caller act as it, so
+    /// the caller must already hold everything the identity holds, wherever
+    /// it holds it (the anti-escalation rule of role bindings).
+    async fn check_may_become(&self, caller: &Caller, identity: &Uidp) -> Result<()> {
+        if caller.is_admin {
+            return Ok(());
+        }
+        let held = Grants::from_rows(self.store.grants(identity.as_str()).await?);
+        for (scope, caps) in held.iter() {
+            let Ok(scope) = Uidp::parse("scope", scope) else {
+                continue;
+            };
+            let mine = self.caps_at(caller, &scope);
+            let missing: Vec<&str> = caps
+                .iter()
+                .filter(|c| !mine.contains(*c))
+                .map(Capability::dotted_name)
+                .collect();
+            if !missing.is_empty() {
+                return Err(Error::PermissionDenied(format!(
+                    "cannot change how identity {identity} authenticates: it holds capabilities you do not hold on {scope}: {}",
+                    missing.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
     pub async fn create_identity(&self, caller: &Caller, req: CreateIdentityRequest) -> Result<Identity> {
         let identity = req.identity.unwrap_or_default();
         let now = self.clock.now_millis();
+        let parent = Uidp::parse("parent", &req.parent)?;
+        self.authorize(caller, &rpc::CREATE_IDENTITY, &parent)?;
         let mut bad = Vec::new();
-        let parent = parse_uidp("parent", &req.parent, &mut bad);
         check_name("name", &identity.name, &mut bad);
         check_description("description", &identity.description, &mut bad);
         check_description("company", &identity.company, &mut bad);
-        let rel = relationship_record(identity.relationship.as_ref(), now, &mut bad);
-        let (Some(parent), Some((relationship_type, relationship, issuer, subject)), true) =
-            (parent, rel, bad.is_empty())
-        else {
+        let rel = relationship_record(identity.relationship.as_ref(), now, now, &mut bad);
+        if let Some(rel) = &rel {
+            self.check_patterns(&rel.patterns, &mut bad).await;
+        }
+        let (Some(rel), true) = (rel, bad.is_empty()) else {
             return Err(Error::InvalidArgument(bad));
         };
-        self.authorize(caller, &rpc::CREATE_IDENTITY, &parent)?;
         let record = IdentityRecord {
             uid: parent.new_child().into(),
             parent_uid: Some(parent.into()),
             name: identity.name,
             description: identity.description,
             company: identity.company,
-            relationship_type,
-            relationship,
-            issuer,
-            subject,
+            relationship_type: rel.relationship_type,
+            relationship: rel.json,
+            issuer: rel.issuer,
+            subject: rel.subject,
             last_seen_time: None,
             create_time: now,
             update_time: now,
@@ -271,34 +443,41 @@ impl Ward {
             skip: req.skip,
             filters,
         };
-        let q = self.list_query(COLLECTION, params, visible)?;
+        let (q, skipped) = self.list_query(COLLECTION, params, visible)?;
         let page = self.store.list_identities(&q).await?;
         Ok(ListIdentitiesResponse {
-            next_page_token: self.next_page_token(COLLECTION, &q, &page),
+            next_page_token: self.next_page_token(COLLECTION, &q, skipped, &page),
             total_count: Some(page.total_count),
-            skipped: req.skip,
+            skipped,
             identities: page.items.into_iter().map(to_proto).collect(),
         })
     }
 
     pub async fn update_identity(&self, caller: &Caller, identity: Identity, mask: UpdateMask) -> Result<Identity> {
         let uid = Uidp::parse("identity.uid", &identity.uid)?;
+        let body_kind = relationship_kind(identity.relationship.as_ref());
         let mask = mask.resolve(
             &IDENTITY_FIELDS,
             &[
                 ("name", !identity.name.is_empty()),
                 ("description", !identity.description.is_empty()),
                 ("company", !identity.company.is_empty()),
-                (
-                    "claim_match",
-                    matches!(identity.relationship, Some(Relationship::ClaimMatch(_))),
-                ),
-                (
-                    "static_keys",
-                    matches!(identity.relationship, Some(Relationship::StaticKeys(_))),
-                ),
+                ("claim_match", body_kind == Some("claim_match")),
+                ("static_keys", body_kind == Some("static_keys")),
             ],
         )?;
+        self.authorize(caller, &rpc::UPDATE_IDENTITY, &uid)?;
+        let changes_relationship = mask.contains("claim_match") || mask.contains("static_keys");
+        let existing = if mask.is_empty() || changes_relationship {
+            Some(
+                self.store
+                    .get_identity(&uid)
+                    .await?
+                    .ok_or_else(|| Error::not_found(IDENTITY_TYPE, uid.as_str()))?,
+            )
+        } else {
+            None
+        };
         let mut bad = Vec::new();
         let mut patch = IdentityPatch::default();
         if mask.contains("name") {
@@ -313,37 +492,47 @@ impl Ward {
             check_description("company", &identity.company, &mut bad);
             patch.company = Some(identity.company);
         }
-        let body_kind = match &identity.relationship {
-            Some(Relationship::ClaimMatch(_)) => Some("claim_match"),
-            Some(Relationship::StaticKeys(_)) => Some("static_keys"),
-            None => None,
-        };
         // A mask naming one kind of relationship takes that kind from the body:
         // it never switches to the other kind by accident.
         for kind in ["claim_match", "static_keys"] {
             if mask.contains(kind) && !mask.contains(other_kind(kind)) && body_kind.is_some_and(|k| k != kind) {
                 bad.push(violation(
                     kind,
-                    format!("update_mask names {kind} but the body carries {}", other_kind(kind)),
+                    format!(
+                        "update_mask names {kind} but the body carries {}",
+                        body_kind.unwrap_or_default()
+                    ),
                 ));
             }
         }
-        if mask.contains("claim_match") || mask.contains("static_keys") {
-            patch.relationship = relationship_record(identity.relationship.as_ref(), self.clock.now_millis(), &mut bad);
+        let mut patterns = Vec::new();
+        if changes_relationship {
+            let created = existing.as_ref().map_or(0, |r| r.create_time);
+            let rel = relationship_record(
+                identity.relationship.as_ref(),
+                self.clock.now_millis(),
+                created,
+                &mut bad,
+            );
+            if let Some(rel) = rel {
+                patterns = rel.patterns;
+                patch.relationship = Some((rel.relationship_type, rel.json, rel.issuer, rel.subject));
+            }
         }
+        self.check_patterns(&patterns, &mut bad).await;
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));
         }
-        self.authorize(caller, &rpc::UPDATE_IDENTITY, &uid)?;
-        let record = if mask.is_empty() {
-            self.store
-                .get_identity(&uid)
-                .await?
-                .ok_or_else(|| Error::not_found(IDENTITY_TYPE, uid.as_str()))?
-        } else {
-            self.store
-                .update_identity(&uid, &patch, self.clock.now_millis())
-                .await?
+        if changes_relationship {
+            self.check_may_become(caller, &uid).await?;
+        }
+        let record = match existing {
+            Some(r) if mask.is_empty() => r,
+            _ => {
+                self.store
+                    .update_identity(&uid, &patch, self.clock.now_millis())
+                    .await?
+            }
         };
         Ok(to_proto(record))
     }
@@ -360,11 +549,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn patterns_are_anchored() {
-        let re = compile_pattern("repo:acme/.*").unwrap();
-        assert!(re.is_match("repo:acme/app"));
-        assert!(!re.is_match("xrepo:acme/app"));
-        assert!(compile_pattern("(unclosed").is_err());
-        assert!(compile_pattern(&"a".repeat(2000)).is_err());
+    fn jwks_must_be_usable() {
+        let ed = r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","alg":"EdDSA","kid":"k"}]}"#;
+        assert!(check_jwks(ed).is_ok());
+        for bad in [
+            "{}",
+            r#"{"keys":[]}"#,
+            r#"{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}"#,
+            r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"!!"}]}"#,
+            r#"{"keys":[{"kty":"RSA","n":"AQAB","e":"AQAB","alg":"HS256"}]}"#,
+            r#"{"keys":[{"kty":"EC","crv":"P-256","x":"AA","y":"AA"}]}"#,
+            "not json",
+        ] {
+            assert!(check_jwks(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -33,12 +33,14 @@ fn opt_uidp(field: &str, raw: &str, bad: &mut Vec<ward_core::error::FieldViolati
 
 impl Ward {
     /// Parses and checks the parameters; `collection` binds page tokens to it.
+    /// Also returns the response's `skipped`: this request's `skip` plus what
+    /// the pages before it skipped (carried in the page token).
     pub(crate) fn list_query(
         &self,
         collection: &str,
         p: ListParams<'_>,
         visible: Option<Vec<Uidp>>,
-    ) -> Result<ListQuery> {
+    ) -> Result<(ListQuery, i32)> {
         let mut bad = Vec::new();
         let mut filter = UidpFilter::default();
         if let Some(f) = p.uidp {
@@ -82,20 +84,24 @@ impl Ward {
             after: None,
             visible,
         };
-        if !p.page_token.is_empty() {
-            q.after = self
-                .page_tokens
-                .open(p.page_token, &q.fingerprint(collection), self.clock.now_millis())?;
+        let mut skipped = p.skip;
+        if !p.page_token.is_empty()
+            && let Some((cursor, before)) =
+                self.page_tokens
+                    .open(p.page_token, &q.fingerprint(collection), self.clock.now_millis())?
+        {
+            q.after = Some(cursor);
+            skipped = skipped.saturating_add(before);
         }
-        Ok(q)
+        Ok((q, skipped))
     }
 
     /// The `next_page_token` for a page ("" on the last page).
-    pub(crate) fn next_page_token<T>(&self, collection: &str, q: &ListQuery, page: &Page<T>) -> String {
+    pub(crate) fn next_page_token<T>(&self, collection: &str, q: &ListQuery, skipped: i32, page: &Page<T>) -> String {
         match &page.next {
             Some(c) => self
                 .page_tokens
-                .issue(&q.fingerprint(collection), c, self.clock.now_millis()),
+                .issue(&q.fingerprint(collection), c, skipped, self.clock.now_millis()),
             None => String::new(),
         }
     }

@@ -12,7 +12,7 @@ use ward_proto::iam::v2::{
     CreateRoleBindingRequest, DeleteRoleBindingRequest, GetRoleBindingRequest, ListRoleBindingsRequest,
     ListRoleBindingsResponse, RoleBinding, RoleBindingGroup, RoleBindingIdentity, RoleBindingRole,
 };
-use ward_store::{HydratedBinding, IDENTITY_TYPE, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord};
+use ward_store::{GROUP_TYPE, HydratedBinding, IDENTITY_TYPE, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord};
 
 use super::list::ListParams;
 use super::{UpdateMask, parse_uidp};
@@ -23,7 +23,8 @@ const COLLECTION: &str = "role_bindings";
 
 pub const BINDING_FIELDS: Updatable = Updatable {
     mutable: &["role_uid"],
-    output_only: &["uid", "identity", "group", "role", "create_time", "identity_uid"],
+    output_only: &["uid", "identity", "group", "role", "create_time"],
+    immutable: &["identity_uid"],
 };
 
 fn to_proto(b: HydratedBinding) -> RoleBinding {
@@ -60,19 +61,51 @@ impl Ward {
     /// NOT_FOUND to one who may not (its existence is not revealed).
     async fn bindable_role(&self, caller: &Caller, group: &Uidp, role: &Uidp) -> Result<CapSet> {
         let not_found = || Error::not_found(ROLE_TYPE, role.as_str());
+        // Resolved through the caller's view: a custom role the caller may not
+        // see (roles.list there) is NOT_FOUND, exactly like one that does not
+        // exist. Built-in roles are the same on every installation and public.
+        let sees = caller.is_admin || role.is_root() || self.caps_at(caller, role).contains(rpc::GET_ROLE.capability);
+        if !sees {
+            return Err(not_found());
+        }
         let r = self.store.get_role(role).await?.ok_or_else(not_found)?;
         if let Some(home) = &r.parent_uid
             && !group.is_self_or_descendant_of(&Uidp::parse("role", home)?)
         {
-            if !self.caps_at(caller, role).contains(rpc::GET_ROLE.capability) {
-                return Err(not_found());
-            }
             return Err(Error::invalid(
                 "role_uid",
                 "role_uid must name a built-in role or a role defined in this group or one above it",
             ));
         }
         Ok(CapSet::from_storage(&r.capabilities))
+    }
+
+    /// The identity of a new binding, resolved through the caller's view: the
+    /// caller must see it (identity.list there, or identity.create where it
+    /// lives, as a pull-token creator binds identities it just created);
+    /// otherwise it is NOT_FOUND, exactly like one that does not exist. An
+    /// identity in a group must live in the binding's organization; a
+    /// root-level identity (a registered user) may be bound anywhere.
+    async fn bindable_identity(&self, caller: &Caller, group: &Uidp, identity: &Uidp) -> Result<()> {
+        let not_found = || Error::not_found(IDENTITY_TYPE, identity.as_str());
+        let sees = caller.is_admin
+            || self.caps_at(caller, identity).contains(rpc::GET_IDENTITY.capability)
+            || identity
+                .parent()
+                .is_some_and(|p| self.caps_at(caller, &p).contains(rpc::CREATE_IDENTITY.capability));
+        if !sees || self.store.get_identity(identity).await?.is_none() {
+            return Err(not_found());
+        }
+        if !identity.is_root() && identity.root() != group.root() {
+            if self.store.get_group(group).await?.is_none() {
+                return Err(Error::not_found(GROUP_TYPE, group.as_str()));
+            }
+            return Err(Error::invalid(
+                "identity_uid",
+                "identity_uid must name an identity in the same organization as the binding",
+            ));
+        }
+        Ok(())
     }
 
     pub async fn create_role_binding(&self, caller: &Caller, req: CreateRoleBindingRequest) -> Result<RoleBinding> {
@@ -87,9 +120,7 @@ impl Ward {
         self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &group)?;
         let caps = self.bindable_role(caller, &group, &role).await?;
         self.check_no_escalation(caller, &group, caps)?;
-        if self.store.get_identity(&identity).await?.is_none() {
-            return Err(Error::not_found(IDENTITY_TYPE, identity.as_str()));
-        }
+        self.bindable_identity(caller, &group, &identity).await?;
         let now = self.clock.now_millis();
         let uid = group.new_child();
         let record = RoleBindingRecord {
@@ -152,12 +183,12 @@ impl Ward {
             skip: req.skip,
             filters,
         };
-        let q = self.list_query(COLLECTION, params, visible)?;
+        let (q, skipped) = self.list_query(COLLECTION, params, visible)?;
         let page = self.store.list_bindings(&q).await?;
         Ok(ListRoleBindingsResponse {
-            next_page_token: self.next_page_token(COLLECTION, &q, &page),
+            next_page_token: self.next_page_token(COLLECTION, &q, skipped, &page),
             total_count: Some(page.total_count),
-            skipped: req.skip,
+            skipped,
             role_bindings: page.items.into_iter().map(to_proto).collect(),
         })
     }

@@ -24,6 +24,7 @@ const COLLECTION: &str = "roles";
 pub const ROLE_FIELDS: Updatable = Updatable {
     mutable: &["name", "description", "capabilities"],
     output_only: &["uid", "create_time", "update_time"],
+    immutable: &[],
 };
 
 /// Parses capability enum numbers; every one must be a capability Ward knows.
@@ -131,12 +132,12 @@ impl Ward {
             skip: req.skip,
             filters: Vec::new(),
         };
-        let q = self.list_query(COLLECTION, params, visible)?;
+        let (q, skipped) = self.list_query(COLLECTION, params, visible)?;
         let page = self.store.list_roles(&q).await?;
         Ok(ListRolesResponse {
-            next_page_token: self.next_page_token(COLLECTION, &q, &page),
+            next_page_token: self.next_page_token(COLLECTION, &q, skipped, &page),
             total_count: Some(page.total_count),
-            skipped: req.skip,
+            skipped,
             roles: page.items.into_iter().map(to_proto).collect(),
         })
     }

@@ -2,10 +2,12 @@
 //! OIDC token and receives a one-hour Ward API token for an identity whose
 //! relationship the token satisfies.
 //!
-//! Checks run cheapest and least revealing first: the token's times, the
-//! identity, then its issuer, subject, audience and claims, and only then the
-//! signature. So keys are fetched only for an issuer that the identity names.
-//! Failures say which check failed, never what the identity expects.
+//! Checks run cheapest first: the token's times, the identity, its issuer;
+//! then the signature; and only then subject, audience and claims. Keys are
+//! fetched only for an issuer that the identity names, and nothing about what
+//! the identity expects of subject, audience or claims is revealed to a token
+//! that is not validly signed by that issuer. Failures say which check
+//! failed, never what the identity expects.
 
 use ward_auth::upstream::{Unverified, parse_jwks};
 use ward_auth::{Actor, Audience, Grant};
@@ -15,7 +17,6 @@ use ward_core::{Error, Result};
 use ward_proto::iam::v2::{ClaimMatch, RelationshipType, StaticKeys, claim_match};
 use ward_store::IdentityRecord;
 
-use super::identities::compile_pattern;
 use crate::authz::Grants;
 use crate::ward::Ward;
 
@@ -37,17 +38,16 @@ pub struct Exchanged {
     pub expiry_secs: i64,
 }
 
+/// Most group scopes one exchange may narrow to.
+pub const MAX_SCOPES: usize = 8;
+/// Most capabilities one exchange may narrow to.
+pub const MAX_CAPS: usize = 32;
+/// Most audience values one exchange may name (Ward serves two; repeats and
+/// trailing-slash variants are folded).
+pub const MAX_AUDIENCES: usize = 8;
+
 fn reject(msg: impl Into<String>) -> Error {
     Error::Unauthenticated(msg.into())
-}
-
-/// `value` equals `exact`, or fully matches `pattern` (anchored).
-fn matches(value: &str, exact: Option<&str>, pattern: Option<&str>) -> bool {
-    match (exact, pattern) {
-        (Some(e), _) => value == e,
-        (None, Some(p)) => compile_pattern(p).is_ok_and(|re| re.is_match(value)),
-        (None, None) => false,
-    }
 }
 
 /// A claim's value as text (strings as they are, other JSON as JSON).
@@ -59,29 +59,57 @@ fn claim_text(token: &Unverified, name: &str) -> Option<String> {
 }
 
 impl Ward {
-    /// Without `audience`/`audience_pattern`, an upstream token must be meant for
-    /// Ward: its `aud` must include Ward's issuer URL.
-    fn check_claim_match(&self, m: &ClaimMatch, token: &Unverified, iss: &str, sub: &str) -> Result<()> {
-        let (iss_exact, iss_pattern) = match &m.iss {
+    /// `value` equals `exact`, or fully matches `pattern` (anchored, compiled
+    /// once and cached). A stored pattern that no longer compiles matches
+    /// nothing.
+    async fn matches(&self, value: &str, exact: Option<&str>, pattern: Option<&str>) -> bool {
+        match (exact, pattern) {
+            (Some(e), _) => value == e,
+            (None, Some(p)) => self.pattern(p).await.is_ok_and(|re| re.is_match(value)),
+            (None, None) => false,
+        }
+    }
+
+    /// The issuer check of a claim-match identity: before any key is fetched.
+    async fn check_claim_issuer(&self, m: &ClaimMatch, iss: &str) -> Result<()> {
+        let (exact, pattern) = match &m.iss {
             Some(claim_match::Iss::Issuer(s)) => (Some(s.as_str()), None),
             Some(claim_match::Iss::IssuerPattern(p)) => (None, Some(p.as_str())),
             None => (None, None),
         };
-        if !matches(iss, iss_exact, iss_pattern) {
-            return Err(reject("the identity token's issuer does not match the identity"));
+        if self.matches(iss, exact, pattern).await {
+            Ok(())
+        } else {
+            Err(reject("the identity token's issuer does not match the identity"))
         }
+    }
+
+    /// Subject, audience and claims of a claim-match identity: only once the
+    /// token's signature has been verified. Without `audience` or
+    /// `audience_pattern`, the token must be meant for Ward: its `aud` must
+    /// include Ward's issuer URL.
+    async fn check_claim_rest(&self, m: &ClaimMatch, token: &Unverified, sub: &str) -> Result<()> {
         let (sub_exact, sub_pattern) = match &m.sub {
             Some(claim_match::Sub::Subject(s)) => (Some(s.as_str()), None),
             Some(claim_match::Sub::SubjectPattern(p)) => (None, Some(p.as_str())),
             None => (None, None),
         };
-        if !matches(sub, sub_exact, sub_pattern) {
+        if !self.matches(sub, sub_exact, sub_pattern).await {
             return Err(reject("the identity token's subject does not match the identity"));
         }
         let auds = token.audiences();
         let aud_ok = match &m.aud {
             Some(claim_match::Aud::Audience(a)) => auds.iter().any(|x| x == a),
-            Some(claim_match::Aud::AudiencePattern(p)) => auds.iter().any(|x| matches(x, None, Some(p))),
+            Some(claim_match::Aud::AudiencePattern(p)) => {
+                let mut any = false;
+                for x in &auds {
+                    if self.matches(x, None, Some(p)).await {
+                        any = true;
+                        break;
+                    }
+                }
+                any
+            }
             None => auds.iter().any(|x| x == self.tokens.issuer()),
         };
         if !aud_ok {
@@ -95,7 +123,11 @@ impl Ward {
             }
         }
         for (name, pattern) in &m.claim_patterns {
-            if !claim_text(token, name).is_some_and(|v| matches(&v, None, Some(pattern))) {
+            let ok = match claim_text(token, name) {
+                Some(v) => self.matches(&v, None, Some(pattern)).await,
+                None => false,
+            };
+            if !ok {
                 return Err(reject(format!(
                     "the identity token's claim \"{name}\" does not match the identity"
                 )));
@@ -104,6 +136,8 @@ impl Ward {
         Ok(())
     }
 
+    /// A static-keys identity: expiry and issuer, then the signature with the
+    /// stored keys, then subject and audience.
     fn check_static_keys(&self, k: &StaticKeys, token: &Unverified, iss: &str, sub: &str, now_ms: i64) -> Result<()> {
         if k.expiration_time.is_some_and(|t| t.to_millis() <= now_ms) {
             return Err(reject("the identity has expired"));
@@ -111,6 +145,7 @@ impl Ward {
         if iss != k.issuer {
             return Err(reject("the identity token's issuer does not match the identity"));
         }
+        token.verify_signature(&parse_jwks(&k.issuer_keys)?)?;
         if sub != k.subject {
             return Err(reject("the identity token's subject does not match the identity"));
         }
@@ -119,11 +154,15 @@ impl Ward {
         if !auds.iter().any(|a| a == want) {
             return Err(reject("the identity token's audience does not match the identity"));
         }
-        token.verify_signature(&parse_jwks(&k.issuer_keys)?)
+        Ok(())
     }
 
-    /// The identity the token is for: the named one, or the single identity
-    /// whose exact issuer and subject are the token's.
+    /// The identity the token is for. Named (`identity=`): that one. Not
+    /// named: the one *root-level* identity (a registered user) whose exact
+    /// issuer and subject are the token's. Identities that live in a group
+    /// (assumable identities) are never resolved implicitly: any organization
+    /// can create one with any issuer and subject, so implicit resolution
+    /// would let one tenant make another's exchange ambiguous or capture it.
     async fn identity_for(&self, named: Option<&str>, iss: &str, sub: &str) -> Result<IdentityRecord> {
         if let Some(uid) = named {
             let uid = Uidp::parse("identity", uid)?;
@@ -133,15 +172,20 @@ impl Ward {
                 .await?
                 .ok_or_else(|| reject("unknown identity"));
         }
-        let mut found = self.store.find_identities(iss, sub).await?;
-        match found.len() {
-            1 => Ok(found.remove(0)),
-            0 => Err(reject(
-                "no identity matches this token's issuer and subject; pass identity=<uid>",
-            )),
-            _ => Err(reject(
-                "several identities match this token's issuer and subject (ambiguous identity); pass identity=<uid>",
-            )),
+        let mut found: Vec<IdentityRecord> = self
+            .store
+            .find_identities(iss, sub)
+            .await?
+            .into_iter()
+            .filter(|r| r.parent_uid.is_none() && !r.uid.contains('/'))
+            .collect();
+        if found.len() == 1 {
+            Ok(found.remove(0))
+        } else {
+            Err(reject(
+                "no registered identity matches this token's issuer and subject; \
+                 to assume an identity in a group, pass identity=<uid>",
+            ))
         }
     }
 
@@ -150,6 +194,15 @@ impl Ward {
         let raw = authorization
             .and_then(ward_auth::bearer)
             .ok_or_else(|| reject("an identity token is required (Authorization: Bearer <token>)"))?;
+        for (field, n, max) in [
+            ("scopes", req.scopes.len(), MAX_SCOPES),
+            ("cap", req.caps.len(), MAX_CAPS),
+            ("aud", req.audiences.len(), MAX_AUDIENCES),
+        ] {
+            if n > max {
+                return Err(Error::invalid(field, format!("{field} takes at most {max} values")));
+            }
+        }
         let token = Unverified::peek(raw)?;
         token.check_times(now_ms.div_euclid(1000))?;
         let iss = token
@@ -161,14 +214,15 @@ impl Ward {
             .ok_or_else(|| reject("the identity token has no sub claim"))?
             .to_owned();
         let identity = self.identity_for(req.identity.as_deref(), &iss, &sub).await?;
+        let unusable = |_| reject("the identity cannot be assumed (its stored relationship does not parse)");
         let mut expires_at = None;
         if identity.relationship_type == RelationshipType::Static as i64 {
-            let k: StaticKeys = serde_json::from_str(&identity.relationship).map_err(Error::internal)?;
+            let k: StaticKeys = serde_json::from_str(&identity.relationship).map_err(unusable)?;
             self.check_static_keys(&k, &token, &iss, &sub, now_ms)?;
             expires_at = k.expiration_time.map(|t| t.seconds);
-        } else {
-            let m: ClaimMatch = serde_json::from_str(&identity.relationship).map_err(Error::internal)?;
-            self.check_claim_match(&m, &token, &iss, &sub)?;
+        } else if identity.relationship_type == RelationshipType::ClaimMatch as i64 {
+            let m: ClaimMatch = serde_json::from_str(&identity.relationship).map_err(unusable)?;
+            self.check_claim_issuer(&m, &iss).await?;
             let keys = self.upstream.keys(&iss, false).await?;
             let unknown_kid = token
                 .header
@@ -181,6 +235,9 @@ impl Ward {
                 keys
             };
             token.verify_signature(&keys)?;
+            self.check_claim_rest(&m, &token, &sub).await?;
+        } else {
+            return Err(reject("the identity cannot be assumed through a token exchange"));
         }
         let uid = Uidp::parse("identity", &identity.uid)?;
         let (scopes, cap) = self.narrowing(&identity.uid, &req).await?;
@@ -201,6 +258,16 @@ impl Ward {
             cap,
         };
         let (token, expiry_secs) = self.tokens.mint_grant(&grant)?;
+        // Never hand out a token this server would itself refuse.
+        if token.len() > ward_auth::MAX_TOKEN_BYTES {
+            return Err(Error::invalid(
+                "scopes",
+                format!(
+                    "the requested token would exceed {} bytes; ask for fewer scopes or capabilities",
+                    ward_auth::MAX_TOKEN_BYTES
+                ),
+            ));
+        }
         self.store.touch_identity(&uid, now_ms).await?;
         tracing::info!(identity = %identity.uid, "token exchanged");
         Ok(Exchanged { token, expiry_secs })

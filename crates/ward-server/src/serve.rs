@@ -1,0 +1,314 @@
+//! The accept loop: HTTP/1.1 and HTTP/2 (REST and gRPC) on one listener, with
+//! the limits that keep slow or idle clients from holding the server.
+//!
+//! - **Connection cap**: at most [`Limits::max_connections`] connections are
+//!   served at once; further clients wait in the kernel's accept queue.
+//! - **Header-read timeout**: an HTTP/1 client must send a request's whole
+//!   header within [`Limits::header_read_timeout`] (slowloris).
+//! - **Idle timeout**: a connection is closed once it has had no request in
+//!   progress for [`Limits::idle_timeout`] (HTTP/2 pings do not count), or
+//!   once no byte has moved on it either way for that long (a stalled
+//!   request). A request is in progress from its head until its response
+//!   body has been sent.
+//!
+//! axum's own `serve` offers none of these, so the loop is written here on
+//! hyper-util's connection builder.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Connection limits (`ward server` flags; see the README).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight
+/// requests finish (at most 30 s) and returns.
+pub async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // No server pings on HTTP/2: an idle connection is closed after the idle
+    // timeout instead of being kept alive.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true);
+    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(256);
+    let builder = Arc::new(builder);
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, never spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let (io, activity) = Tracked::new(stream);
+        let app = app.clone();
+        let service = TowerToHyperService::new(InFlight {
+            inner: app.clone(),
+            activity: activity.clone(),
+        });
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(io), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        let idle = limits.idle_timeout;
+        tokio::spawn(async move {
+            let _permit = permit;
+            tokio::pin!(conn);
+            let mut tick = tokio::time::interval((idle / 4).max(Duration::from_millis(50)));
+            loop {
+                tokio::select! {
+                    _ = &mut conn => break,
+                    _ = tick.tick() => {
+                        if activity.idle_for() >= idle {
+                            tracing::debug!("closing an idle connection");
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(Duration::from_secs(30)) => {
+            tracing::warn!("connections still open after 30 s; closing them");
+        }
+    }
+    Ok(())
+}
+
+/// What a connection is doing: requests in progress, when the last one
+/// started or finished, and when bytes last moved.
+struct Activity {
+    start: Instant,
+    last_byte_ms: AtomicU64,
+    last_request_ms: AtomicU64,
+    in_flight: AtomicU64,
+}
+
+impl Activity {
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    fn touch(&self) {
+        self.last_byte_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    fn request_started(&self) {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.last_request_ms.store(self.now_ms(), Ordering::SeqCst);
+    }
+
+    fn request_finished(&self) {
+        self.last_request_ms.store(self.now_ms(), Ordering::SeqCst);
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// How long the connection has been idle: with no request in progress,
+    /// since the last one ended; otherwise since bytes last moved.
+    fn idle_for(&self) -> Duration {
+        let now = self.now_ms();
+        let since = |t: &AtomicU64| Duration::from_millis(now.saturating_sub(t.load(Ordering::SeqCst)));
+        if self.in_flight.load(Ordering::SeqCst) == 0 {
+            since(&self.last_request_ms)
+        } else {
+            since(&self.last_byte_ms)
+        }
+    }
+}
+
+/// Counts a request as in progress until its response body is done.
+#[derive(Clone)]
+struct InFlight {
+    inner: axum::Router,
+    activity: Arc<Activity>,
+}
+
+impl<B> tower::Service<http::Request<B>> for InFlight
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let guard = RequestGuard::new(self.activity.clone());
+        let fut = tower::ServiceExt::oneshot(self.inner.clone(), req.map(axum::body::Body::new));
+        Box::pin(async move {
+            let resp = fut.await?;
+            Ok(resp.map(|body| {
+                axum::body::Body::new(GuardedBody {
+                    inner: body,
+                    _guard: guard,
+                })
+            }))
+        })
+    }
+}
+
+/// Marks a request finished when dropped.
+struct RequestGuard(Arc<Activity>);
+
+impl RequestGuard {
+    fn new(activity: Arc<Activity>) -> Self {
+        activity.request_started();
+        Self(activity)
+    }
+}
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        self.0.request_finished();
+    }
+}
+
+/// A response body that holds its request's guard until it is done.
+struct GuardedBody {
+    inner: axum::body::Body,
+    _guard: RequestGuard,
+}
+
+impl http_body::Body for GuardedBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A TCP stream that records when bytes last moved.
+struct Tracked {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl Tracked {
+    fn new(inner: TcpStream) -> (Self, Arc<Activity>) {
+        let activity = Arc::new(Activity {
+            start: Instant::now(),
+            last_byte_ms: AtomicU64::new(0),
+            last_request_ms: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+        });
+        (
+            Self {
+                inner,
+                activity: activity.clone(),
+            },
+            activity,
+        )
+    }
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.touch();
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
