@@ -128,4 +128,18 @@ mod tests {
         let m = FieldMask::from_body_keys(["description", "unknown", "uid", "parent"], &GROUP);
         assert_eq!(m, FieldMask(vec!["description"]));
     }
+
+    proptest::proptest! {
+        /// Arbitrary masks and body keys never panic; a mask that parses
+        /// names only mutable fields; errors stay small.
+        #[test]
+        fn masks_never_panic(raw in ".{0,400}", keys in proptest::collection::vec(".{0,20}", 0..20)) {
+            match FieldMask::parse(&raw, &GROUP) {
+                Ok(m) => proptest::prop_assert!(m.0.iter().all(|f| GROUP.mutable.contains(f))),
+                Err(e) => proptest::prop_assert!(e.bounded().message().len() < 4096),
+            }
+            let m = FieldMask::from_body_keys(keys.iter().map(String::as_str), &GROUP);
+            proptest::prop_assert!(m.0.iter().all(|f| GROUP.mutable.contains(f)));
+        }
+    }
 }

@@ -240,4 +240,39 @@ mod tests {
         assert!(skip(-1).is_err());
         assert_eq!(skip(3).unwrap(), 3);
     }
+
+    proptest::proptest! {
+        /// Arbitrary list parameters never panic; what parses is in range,
+        /// and errors stay small however long the input.
+        #[test]
+        fn list_parameters_never_panic(order in ".{0,300}", size: i32, skipped: i32) {
+            match OrderBy::parse(&order) {
+                Ok(_) => {}
+                Err(e) => proptest::prop_assert!(e.bounded().message().len() < 4096),
+            }
+            if let Ok(n) = page_size(size) {
+                proptest::prop_assert!((1..=MAX_PAGE_SIZE).contains(&n));
+            }
+            proptest::prop_assert_eq!(skip(skipped).is_ok(), skipped >= 0);
+        }
+
+        /// Words from the grammar in any arrangement: accepted exactly when
+        /// they form `field [asc|desc]`.
+        #[test]
+        fn order_by_grammar(words in proptest::collection::vec(
+            proptest::sample::select(vec!["name", "uid", "create_time", "created_at", "asc", "DESC", "x", ""]), 0..4)
+        ) {
+            let raw = words.join(" ");
+            let tokens: Vec<&str> = raw.split_whitespace().collect();
+            let field_ok = |t: &str| ["name", "uid", "create_time", "created_at"].contains(&t);
+            let dir_ok = |t: &str| ["asc", "desc"].contains(&t.to_ascii_lowercase().as_str());
+            let want = match tokens.as_slice() {
+                [] => true,
+                [f] => field_ok(f),
+                [f, d] => field_ok(f) && dir_ok(d),
+                _ => false,
+            };
+            proptest::prop_assert_eq!(OrderBy::parse(&raw).is_ok(), want, "{:?}", raw);
+        }
+    }
 }

@@ -1748,6 +1748,45 @@ mod grpc {
         }
     }
 
+    /// Hardening rule 12: out-of-range timestamps (1e15 seconds, negative
+    /// nanos) are INVALID_ARGUMENT, never a panic; the server keeps serving.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn out_of_range_timestamps_are_invalid_argument() {
+        for s in common::servers().await {
+            let b = s.backend;
+            let mut ids = IdentitiesServiceClient::new(channel(&s, &s.token).await);
+            let ou = uid(&s.create_group(None, "acme").await);
+            for (seconds, nanos) in [
+                (1_000_000_000_000_000, 0),
+                (i64::MAX, 0),
+                (i64::MIN, 0),
+                (4_000_000_000, -5),
+            ] {
+                let identity = Identity {
+                    name: "robot".into(),
+                    relationship: Some(Relationship::StaticKeys(ward_proto::iam::v2::StaticKeys {
+                        issuer: "https://i.example.com".into(),
+                        subject: "robot".into(),
+                        issuer_keys: JWKS.into(),
+                        expiration_time: Some(ward_proto::Timestamp { seconds, nanos }),
+                        audiences: vec![],
+                    })),
+                    ..Default::default()
+                };
+                let st = ids
+                    .create_identity(CreateIdentityRequest {
+                        parent: ou.clone(),
+                        identity: Some(identity),
+                    })
+                    .await
+                    .expect_err("out of range");
+                assert_bad_request(b, &st, "static_keys.expiration_time");
+            }
+            let (status, _) = s.get("/healthz").await;
+            assert_eq!(status, StatusCode::OK, "[{b}] still serving");
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn iam_over_grpc() {
         for s in common::servers().await {

@@ -246,7 +246,7 @@ fn relationship_record(
             let exact = |v: Option<String>| v.unwrap_or_default();
             Some(CheckedRelationship {
                 relationship_type: RelationshipType::ClaimMatch as i64,
-                json: json(m),
+                json: json(m, "claim_match", bad),
                 issuer: exact(match &m.iss {
                     Some(claim_match::Iss::Issuer(s)) => Some(s.clone()),
                     _ => None,
@@ -262,7 +262,7 @@ fn relationship_record(
             let k = check_static_keys(k, now_ms, created_ms, bad);
             Some(CheckedRelationship {
                 relationship_type: RelationshipType::Static as i64,
-                json: json(&k),
+                json: json(&k, "static_keys", bad),
                 issuer: k.issuer,
                 subject: k.subject,
                 patterns: Vec::new(),
@@ -285,9 +285,14 @@ fn relationship_record(
     }
 }
 
-/// proto3 JSON of a relationship message (its stored form).
-fn json<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_string(v).expect("proto messages serialize")
+/// proto3 JSON of a relationship message (its stored form). Serializing
+/// fails only on values the checks already refused (e.g. a timestamp out of
+/// range); that is recorded as a violation, never a panic.
+fn json<T: serde::Serialize>(v: &T, field: &str, bad: &mut Vec<FieldViolation>) -> String {
+    serde_json::to_string(v).unwrap_or_else(|e| {
+        bad.push(violation(field, format!("{field} cannot be stored: {e}")));
+        String::new()
+    })
 }
 
 fn other_kind(kind: &str) -> &'static str {
