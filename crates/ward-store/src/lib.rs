@@ -204,7 +204,12 @@ pub trait Store: Send + Sync + 'static {
     async fn list_roles(&self, query: &ListQuery) -> Result<Page<RoleRecord>>;
 
     /// NOT_FOUND if the group, identity or role does not exist.
-    async fn create_binding(&self, binding: &RoleBindingRecord) -> Result<()>;
+    async fn create_binding(&self, binding: &RoleBindingRecord) -> Result<()> {
+        self.create_bindings(std::slice::from_ref(binding)).await
+    }
+    /// Creates every binding or none (one transaction); NOT_FOUND naming the
+    /// first group, identity or role that does not exist.
+    async fn create_bindings(&self, bindings: &[RoleBindingRecord]) -> Result<()>;
     async fn get_binding(&self, uid: &Uidp) -> Result<Option<HydratedBinding>>;
     /// Points the binding at another role. NOT_FOUND if the binding or role is gone.
     async fn update_binding(&self, uid: &Uidp, role_uid: &str, now_ms: i64) -> Result<HydratedBinding>;

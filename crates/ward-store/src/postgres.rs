@@ -469,18 +469,20 @@ impl Store for PostgresStore {
         self.list("roles", ROLE_COLUMNS, q).await
     }
 
-    async fn create_binding(&self, b: &RoleBindingRecord) -> Result<()> {
+    async fn create_bindings(&self, bindings: &[RoleBindingRecord]) -> Result<()> {
         let mut tx = self.begin().await?;
-        for (table, kind, uid) in [
-            ("groups", GROUP_TYPE, &b.parent_uid),
-            ("identities", IDENTITY_TYPE, &b.identity_uid),
-            ("roles", ROLE_TYPE, &b.role_uid),
-        ] {
-            if !lock(&mut tx, table, uid, "FOR SHARE").await? {
-                return Err(Error::not_found(kind, uid.clone()));
+        for b in bindings {
+            for (table, kind, uid) in [
+                ("groups", GROUP_TYPE, &b.parent_uid),
+                ("identities", IDENTITY_TYPE, &b.identity_uid),
+                ("roles", ROLE_TYPE, &b.role_uid),
+            ] {
+                if !lock(&mut tx, table, uid, "FOR SHARE").await? {
+                    return Err(Error::not_found(kind, uid.clone()));
+                }
             }
+            insert_binding(&mut tx, b).await?;
         }
-        insert_binding(&mut tx, b).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 

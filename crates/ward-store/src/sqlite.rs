@@ -739,20 +739,22 @@ impl Store for SqliteStore {
         self.list("list roles", "roles", ROLE_COLUMNS, q, role_from_row).await
     }
 
-    async fn create_binding(&self, b: &RoleBindingRecord) -> Result<()> {
-        let b = b.clone();
-        self.write("create role binding", move |c| {
+    async fn create_bindings(&self, bindings: &[RoleBindingRecord]) -> Result<()> {
+        let bindings = bindings.to_vec();
+        self.write("create role bindings", move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            for (table, kind, uid) in [
-                ("groups", GROUP_TYPE, &b.parent_uid),
-                ("identities", IDENTITY_TYPE, &b.identity_uid),
-                ("roles", ROLE_TYPE, &b.role_uid),
-            ] {
-                if !exists(&tx, table, uid)? {
-                    return Ok(Err(Error::not_found(kind, uid.clone())));
+            for b in &bindings {
+                for (table, kind, uid) in [
+                    ("groups", GROUP_TYPE, &b.parent_uid),
+                    ("identities", IDENTITY_TYPE, &b.identity_uid),
+                    ("roles", ROLE_TYPE, &b.role_uid),
+                ] {
+                    if !exists(&tx, table, uid)? {
+                        return Ok(Err(Error::not_found(kind, uid.clone())));
+                    }
                 }
+                insert_binding(&tx, b)?;
             }
-            insert_binding(&tx, &b)?;
             tx.commit()?;
             Ok(Ok(()))
         })

@@ -23,9 +23,8 @@ use common::{TestServer, assert_error, enc, uid};
 use proptest::sample::Index;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use tonic::service::Interceptor;
 use tonic::transport::Channel;
-use tonic::{Code, Request, Status};
+use tonic::{Code, Status};
 use ward_core::capability::{BUILTIN_ROLES, CapSet, Capability, builtin_role};
 use ward_core::rpc::{self, Kind, RULES, Rule, Scope};
 use ward_proto::iam::v2::groups_service_client::GroupsServiceClient;
@@ -363,16 +362,7 @@ fn assert_listing(ctx: &str, walked: &[String], total: usize, expected: &BTreeSe
 // gRPC, for agreement with REST
 // ---------------------------------------------------------------------------
 
-#[derive(Clone)]
-struct Bearer(String);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        let value = format!("Bearer {}", self.0).parse().expect("ascii token");
-        req.metadata_mut().insert("authorization", value);
-        Ok(req)
-    }
-}
+use common::Bearer;
 
 async fn channel(s: &TestServer) -> Channel {
     Channel::from_shared(format!("http://{}", s.addr()))

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{TestServer, assert_error, enc, is_hex, uid};
+use common::{TestServer, assert_error, enc, field_violations, is_hex, uid};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -30,23 +30,6 @@ fn query(pairs: &[(&str, &str)]) -> String {
 
 fn timestamp_re() -> regex::Regex {
     regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$").unwrap()
-}
-
-/// The BadRequest field violations of an error body, as (field, description).
-fn field_violations(body: &Value) -> Vec<(String, String)> {
-    body["details"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|d| d["@type"] == "type.googleapis.com/google.rpc.BadRequest")
-        .flat_map(|d| d["fieldViolations"].as_array().cloned().unwrap_or_default())
-        .map(|v| {
-            (
-                v["field"].as_str().unwrap_or_default().to_owned(),
-                v["description"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect()
 }
 
 /// 400 / INVALID_ARGUMENT with a BadRequest violation naming `field`.

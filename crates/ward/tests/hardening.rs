@@ -19,14 +19,7 @@ const ED25519_JWKS: &str =
     r#"{"keys":[{"kty":"OKP","crv":"Ed25519","alg":"EdDSA","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}"#;
 
 fn violations(body: &Value) -> Vec<String> {
-    body["details"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|d| d["@type"] == "type.googleapis.com/google.rpc.BadRequest")
-        .flat_map(|d| d["fieldViolations"].as_array().cloned().unwrap_or_default())
-        .map(|v| v["field"].as_str().unwrap_or_default().to_owned())
-        .collect()
+    common::field_violations(body).into_iter().map(|(f, _)| f).collect()
 }
 
 fn assert_invalid(s: &TestServer, case: &str, status: StatusCode, body: &Value, field: &str) {
@@ -524,5 +517,148 @@ async fn admin_token_is_for_the_running_server() {
         let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
         let (status, body) = s.call_as(&token, reqwest::Method::GET, G, None).await;
         assert_eq!(status, StatusCode::OK, "[{}] {body}", s.backend);
+    }
+}
+
+/// Rule 22: BatchCreateRoleBindings (at most 25, all or none, AIP-233) and
+/// LookupIdentity, over REST and gRPC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_create_role_bindings_and_lookup_identity() {
+    use ward_proto::iam::v2::identities_service_client::IdentitiesServiceClient;
+    use ward_proto::iam::v2::role_bindings_service_client::RoleBindingsServiceClient;
+    use ward_proto::iam::v2::{
+        BatchCreateRoleBindingsRequest, CreateRoleBindingRequest, LookupIdentityRequest, RoleBinding,
+    };
+    for s in servers().await {
+        let b = s.backend;
+        let org = uid(&s.create_group(None, "acme").await);
+        let viewer = builtin(&s, "viewer").await;
+        let owner = builtin(&s, "owner").await;
+        let mut ids = Vec::new();
+        for name in ["a", "b", "c", "d"] {
+            ids.push(create_identity(&s, &org, name).await);
+        }
+        let [a, bb, c, d] = <[String; 4]>::try_from(ids).expect("four identities");
+        let batch = format!("{RB}:batchCreate");
+        let (status, body) = s
+            .post(
+                &batch,
+                json!({"parent": org, "roleUid": viewer, "requests": [
+                    {"roleBinding": {"identityUid": a}},
+                    {"parent": org, "roleBinding": {"identityUid": bb, "roleUid": viewer}},
+                ]}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {body}");
+        let got: Vec<&str> = body["roleBindings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|rb| rb["identity"]["uid"].as_str().unwrap())
+            .collect();
+        assert_eq!(got, vec![a.as_str(), bb.as_str()], "[{b}] in request order: {body}");
+        // All or none: the second sub-request names a missing identity.
+        let missing = format!("{org}/0123456789abcdef");
+        let (status, body) = s
+            .post(
+                &batch,
+                json!({"parent": org, "roleUid": viewer, "requests": [
+                    {"roleBinding": {"identityUid": c}}, {"roleBinding": {"identityUid": missing}},
+                ]}),
+            )
+            .await;
+        assert_not_found(&s, "atomic", status, &body, IDENTITY_TYPE);
+        let (_, list) = s.get(&format!("{RB}?identity={c}")).await;
+        assert_eq!(list["totalCount"], "0", "[{b}] nothing was created: {list}");
+        for (case, body, field) in [
+            (
+                "conflicting role",
+                json!({"parent": org, "roleUid": viewer, "requests": [{"roleBinding": {"identityUid": c, "roleUid": owner}}]}),
+                "requests[0].role_binding.role_uid",
+            ),
+            (
+                "foreign sub-request parent",
+                json!({"parent": org, "roleUid": viewer, "requests": [{"parent": missing, "roleBinding": {"identityUid": c}}]}),
+                "requests[0].parent",
+            ),
+            (
+                "26 requests",
+                json!({"parent": org, "roleUid": viewer, "requests": vec![json!({"roleBinding": {"identityUid": c}}); 26]}),
+                "requests",
+            ),
+            (
+                "empty",
+                json!({"parent": org, "roleUid": viewer, "requests": []}),
+                "requests",
+            ),
+        ] {
+            let (status, body) = s.post(&batch, body).await;
+            assert_invalid(&s, case, status, &body, field);
+        }
+        // The same checks as a single create: a viewer may not bind anyone.
+        let (_, viewer_token) = member(&s, &org, &org, "viewer", "v").await;
+        let (status, body) = s
+            .call_as(
+                &viewer_token,
+                reqwest::Method::POST,
+                &batch,
+                Some(json!({"parent": org, "roleUid": viewer, "requests": [{"roleBinding": {"identityUid": c}}]})),
+            )
+            .await;
+        assert_error(b, status, &body, 403, 7, "PERMISSION_DENIED");
+
+        // gRPC: the same batch, and LookupIdentity agreeing with REST.
+        let ch = tonic::transport::Channel::from_shared(format!("http://{}", s.addr()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let ch = tonic::service::interceptor::InterceptedService::new(ch, common::Bearer(s.token.clone()));
+        let sub = |identity: &str| CreateRoleBindingRequest {
+            parent: String::new(),
+            role_binding: Some(RoleBinding {
+                identity_uid: identity.into(),
+                ..Default::default()
+            }),
+        };
+        let out = RoleBindingsServiceClient::new(ch.clone())
+            .batch_create_role_bindings(BatchCreateRoleBindingsRequest {
+                parent: org.clone(),
+                requests: vec![sub(&c), sub(&d)],
+                role_uid: viewer.clone(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("[{b}] {e:?}"))
+            .into_inner();
+        assert_eq!(out.role_bindings.len(), 2, "[{b}]");
+        assert_eq!(out.role_bindings[1].identity_uid, d, "[{b}]");
+
+        let q = |sub: &str| {
+            format!(
+                "{ID}:lookupIdentity?issuer={}&subject={sub}",
+                enc("https://accounts.example.com")
+            )
+        };
+        let (status, one) = s.get(&q("alice")).await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {one}");
+        let alice = one["uid"].as_str().unwrap().to_owned();
+        assert!(common::is_hex(&alice, 40), "[{b}] {one}");
+        let (_, again) = s.get(&q("alice")).await;
+        assert_eq!(again["uid"], alice, "[{b}] deterministic");
+        let (_, bob) = s.get(&q("bob")).await;
+        assert_ne!(bob["uid"], alice, "[{b}]");
+        let (status, body) = s.get(&format!("{ID}:lookupIdentity?issuer=x")).await;
+        assert_invalid(&s, "no subject", status, &body, "subject");
+        let (status, _) = s.call_as("", reqwest::Method::GET, &q("alice"), None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "[{b}]");
+        let grpc = IdentitiesServiceClient::new(ch)
+            .lookup_identity(LookupIdentityRequest {
+                issuer: "https://accounts.example.com".into(),
+                subject: "alice".into(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("[{b}] {e:?}"))
+            .into_inner();
+        assert_eq!(grpc.uid, alice, "[{b}] REST and gRPC agree");
     }
 }

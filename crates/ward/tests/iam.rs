@@ -9,13 +9,12 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{TestServer, assert_error, enc, is_hex, uid};
+use common::{TestServer, assert_error, enc, field_violations, is_hex, uid};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
-use tonic::{Code, Request, Status};
+use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
 const G: &str = "/iam/v2beta1/groups";
@@ -89,21 +88,6 @@ fn detail<'a>(body: &'a Value, ty: &str) -> Option<&'a Value> {
         .as_array()?
         .iter()
         .find(|d| d["@type"] == format!("type.googleapis.com/google.rpc.{ty}"))
-}
-
-/// The BadRequest field violations of an error body, as (field, description).
-fn field_violations(body: &Value) -> Vec<(String, String)> {
-    detail(body, "BadRequest")
-        .and_then(|d| d["fieldViolations"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .map(|v| {
-            (
-                v["field"].as_str().unwrap_or_default().to_owned(),
-                v["description"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect()
 }
 
 /// 400 / INVALID_ARGUMENT with a BadRequest violation naming `field`.
@@ -1699,17 +1683,7 @@ mod grpc {
         UpdateRoleRequest, claim_match,
     };
 
-    /// Adds `authorization: Bearer <token>` to every request.
-    #[derive(Clone)]
-    pub struct Bearer(pub String);
-
-    impl Interceptor for Bearer {
-        fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-            let value = format!("Bearer {}", self.0).parse().expect("ascii token");
-            req.metadata_mut().insert("authorization", value);
-            Ok(req)
-        }
-    }
+    pub use common::Bearer;
 
     type Chan = InterceptedService<Channel, Bearer>;
 

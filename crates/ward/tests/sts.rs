@@ -514,14 +514,7 @@ async fn create_group_as(s: &TestServer, token: &str, parent: &str, name: &str) 
 
 /// The fields of an error's BadRequest violations.
 fn field_violations(body: &Value) -> Vec<String> {
-    body["details"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|d| d["@type"] == "type.googleapis.com/google.rpc.BadRequest")
-        .flat_map(|d| d["fieldViolations"].as_array().cloned().unwrap_or_default())
-        .map(|v| v["field"].as_str().unwrap_or_default().to_owned())
-        .collect()
+    common::field_violations(body).into_iter().map(|(f, _)| f).collect()
 }
 
 /// The viewer role's capabilities, by enum name.

@@ -19,12 +19,11 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tonic::Code;
 use tonic::codec::CompressionEncoding;
 use tonic::codegen::{Service, http};
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
-use tonic::{Code, Request, Status};
 use ward_proto::common::UidpFilter;
 use ward_proto::iam::v2::ListGroupsRequest;
 use ward_proto::iam::v2::groups_service_client::GroupsServiceClient;
@@ -192,17 +191,7 @@ fn request(method: &str, path: &str, len: usize, token: Option<&str>) -> Vec<u8>
 // ---------------------------------------------------------------------------
 // gRPC helpers.
 
-/// Adds `authorization: Bearer <token>` to every request.
-#[derive(Clone)]
-struct Bearer(String);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        let value = format!("Bearer {}", self.0).parse().expect("ascii token");
-        req.metadata_mut().insert("authorization", value);
-        Ok(req)
-    }
-}
+use common::Bearer;
 
 async fn channel(s: &TestServer) -> Channel {
     let endpoint = Channel::from_shared(format!("http://{}", s.addr())).expect("valid uri");
@@ -473,9 +462,12 @@ async fn unimplemented_custom_verbs_are_501() {
         (Method::GET, "/iam/v2/groups:lookupGroup".to_owned()),
         (Method::POST, "/iam/v2/groups:checkEligibility".to_owned()),
         (Method::POST, format!("/iam/v2/groups/{org}:requestGroupAccess")),
-        (Method::GET, "/iam/v2/identities:lookupIdentity".to_owned()),
         (Method::POST, "/iam/v2/identities:updateIdentityMetadata".to_owned()),
-        (Method::POST, "/iam/v2/roleBindings:batchCreate".to_owned()),
+        (
+            Method::POST,
+            format!("/iam/v2/identities/{org}/0123456789abcdef:frobnicate"),
+        ),
+        (Method::GET, "/iam/v2beta1/roleBindings:export".to_owned()),
     ];
     for (method, path) in cases {
         let body = (method == Method::POST).then(|| json!({}));

@@ -25,7 +25,8 @@ fn mask(m: Option<pbjson_types::FieldMask>) -> UpdateMask {
 macro_rules! crud_service {
     ($server:path, $msg:ty, $resource:ident,
      $create:ident($create_req:ty), $get:ident($get_req:ty), $list:ident($list_req:ty) -> $list_resp:ty,
-     $update:ident($update_req:ty), $delete:ident($delete_req:ty)) => {
+     $update:ident($update_req:ty), $delete:ident($delete_req:ty)
+     $(; $extra:ident($extra_req:ty) -> $extra_resp:ty)*) => {
         #[tonic::async_trait]
         impl $server for Iam {
             async fn $create(&self, req: Request<$create_req>) -> Result<Response<$msg>, Status> {
@@ -57,6 +58,13 @@ macro_rules! crud_service {
                 let c = caller(&self.0, &req).await?;
                 reply(self.0.$delete(&c, req.into_inner()).await)
             }
+
+            $(
+                async fn $extra(&self, req: Request<$extra_req>) -> Result<Response<$extra_resp>, Status> {
+                    let c = caller(&self.0, &req).await?;
+                    reply(self.0.$extra(&c, req.into_inner()).await)
+                }
+            )*
         }
     };
 }
@@ -70,7 +78,8 @@ macro_rules! iam_services {
         crud_service!(ward_proto::iam::$version::identities_service_server::IdentitiesService, Identity, identity,
             create_identity(CreateIdentityRequest), get_identity(GetIdentityRequest),
             list_identities(ListIdentitiesRequest) -> ListIdentitiesResponse,
-            update_identity(UpdateIdentityRequest), delete_identity(DeleteIdentityRequest));
+            update_identity(UpdateIdentityRequest), delete_identity(DeleteIdentityRequest);
+            lookup_identity(LookupIdentityRequest) -> LookupIdentityResponse);
         crud_service!(ward_proto::iam::$version::roles_service_server::RolesService, Role, role,
             create_role(CreateRoleRequest), get_role(GetRoleRequest),
             list_roles(ListRolesRequest) -> ListRolesResponse,
@@ -78,7 +87,8 @@ macro_rules! iam_services {
         crud_service!(ward_proto::iam::$version::role_bindings_service_server::RoleBindingsService, RoleBinding, role_binding,
             create_role_binding(CreateRoleBindingRequest), get_role_binding(GetRoleBindingRequest),
             list_role_bindings(ListRoleBindingsRequest) -> ListRoleBindingsResponse,
-            update_role_binding(UpdateRoleBindingRequest), delete_role_binding(DeleteRoleBindingRequest));
+            update_role_binding(UpdateRoleBindingRequest), delete_role_binding(DeleteRoleBindingRequest);
+            batch_create_role_bindings(BatchCreateRoleBindingsRequest) -> BatchCreateRoleBindingsResponse);
     )*};
 }
 

@@ -47,7 +47,24 @@ impl Resource for Identities {
 }
 
 pub fn routes() -> axum::Router<Arc<Ward>> {
-    crud::routes::<Identities>("identities", get(list_identities))
+    let mut r = crud::routes::<Identities>("identities", get(list_identities));
+    for v in ["v2beta1", "v2"] {
+        r = r.route(&format!("/iam/{v}/identities:lookupIdentity"), get(lookup_identity));
+    }
+    r
+}
+
+async fn lookup_identity(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    mut q: Params,
+) -> Reply<ward_proto::iam::v2::LookupIdentityResponse> {
+    let req = ward_proto::iam::v2::LookupIdentityRequest {
+        issuer: q.string("issuer"),
+        subject: q.string("subject"),
+    };
+    q.finish()?;
+    Ok(Json(w.lookup_identity(&c, req).await?))
 }
 
 /// `relationship_type` by enum name or number.

@@ -92,7 +92,7 @@ async fn unimplemented_verbs(req: Request, next: axum::middleware::Next) -> Resp
 }
 
 /// Custom verbs that have routes of their own.
-const IMPLEMENTED_VERBS: &[&str] = &[];
+const IMPLEMENTED_VERBS: &[&str] = &["lookupIdentity", "batchCreate"];
 
 /// Largest unread request body that is drained so the connection stays
 /// usable (Go's net/http drains up to the same amount).

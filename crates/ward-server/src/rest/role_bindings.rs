@@ -12,7 +12,7 @@ use ward_proto::iam::v2::{
 };
 
 use super::crud::{self, Resource};
-use super::{Auth, Params, Reply};
+use super::{Auth, JsonBody, Params, Reply};
 use crate::authz::Caller;
 use crate::services::UpdateMask;
 use crate::ward::Ward;
@@ -47,7 +47,25 @@ impl Resource for RoleBindings {
 }
 
 pub fn routes() -> axum::Router<Arc<Ward>> {
-    crud::routes::<RoleBindings>("roleBindings", get(list_role_bindings))
+    let mut r = crud::routes::<RoleBindings>("roleBindings", get(list_role_bindings));
+    for v in ["v2beta1", "v2"] {
+        r = r.route(
+            &format!("/iam/{v}/roleBindings:batchCreate"),
+            axum::routing::post(batch_create),
+        );
+    }
+    r
+}
+
+/// The body is the whole request (`body: "*"`): `parent`, `requests`, `roleUid`.
+async fn batch_create(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    q: Params,
+    body: JsonBody,
+) -> Reply<ward_proto::iam::v2::BatchCreateRoleBindingsResponse> {
+    q.finish()?;
+    Ok(Json(w.batch_create_role_bindings(&c, body.message()?).await?))
 }
 
 async fn list_role_bindings(

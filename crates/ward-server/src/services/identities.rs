@@ -16,7 +16,7 @@ use ward_proto::Timestamp;
 use ward_proto::iam::v2::identity::Relationship;
 use ward_proto::iam::v2::{
     ClaimMatch, CreateIdentityRequest, DeleteIdentityRequest, GetIdentityRequest, Identity, ListIdentitiesRequest,
-    ListIdentitiesResponse, RelationshipType, StaticKeys, claim_match,
+    ListIdentitiesResponse, LookupIdentityRequest, LookupIdentityResponse, RelationshipType, StaticKeys, claim_match,
 };
 use ward_store::{IDENTITY_TYPE, IdentityPatch, IdentityRecord};
 
@@ -303,6 +303,19 @@ fn other_kind(kind: &str) -> &'static str {
     }
 }
 
+/// The deterministic root-level uid of a registered person (see
+/// [`Ward::lookup_identity`]). Length-prefixed, so no two (issuer, subject)
+/// pairs share an input.
+pub fn registered_identity_uid(issuer: &str, subject: &str) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(b"ward registered identity\n");
+    h.update((issuer.len() as u64).to_be_bytes());
+    h.update(issuer.as_bytes());
+    h.update(subject.as_bytes());
+    hex::encode(&h.finalize()[..20])
+}
+
 fn relationship_kind(rel: Option<&Relationship>) -> Option<&'static str> {
     match rel {
         Some(Relationship::ClaimMatch(_)) => Some("claim_match"),
@@ -540,6 +553,31 @@ impl Ward {
             }
         };
         Ok(to_proto(record))
+    }
+
+    /// The uid a registered person with this issuer and subject has (or will
+    /// have): the first 20 bytes of SHA-256 over a fixed label, the issuer and
+    /// the subject, in hex. Any authenticated caller may ask; it reveals
+    /// nothing stored.
+    pub async fn lookup_identity(
+        &self,
+        _caller: &Caller,
+        req: LookupIdentityRequest,
+    ) -> Result<LookupIdentityResponse> {
+        let mut bad = Vec::new();
+        for (field, value) in [("issuer", &req.issuer), ("subject", &req.subject)] {
+            if value.is_empty() {
+                bad.push(violation(field, format!("{field} is required")));
+            } else {
+                check_text(field, value, MAX_CLAIM_VALUE_LEN, &mut bad);
+            }
+        }
+        if !bad.is_empty() {
+            return Err(Error::InvalidArgument(bad));
+        }
+        Ok(LookupIdentityResponse {
+            uid: registered_identity_uid(&req.issuer, &req.subject),
+        })
     }
 
     pub async fn delete_identity(&self, caller: &Caller, req: DeleteIdentityRequest) -> Result<()> {

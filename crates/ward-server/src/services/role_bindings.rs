@@ -2,6 +2,7 @@
 //! Every response carries the identity, group and role hydrated.
 
 use ward_core::capability::CapSet;
+use ward_core::error::FieldViolation;
 use ward_core::fieldmask::Updatable;
 use ward_core::listing::FilterValue;
 use ward_core::rpc;
@@ -9,8 +10,9 @@ use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 use ward_proto::Timestamp;
 use ward_proto::iam::v2::{
-    CreateRoleBindingRequest, DeleteRoleBindingRequest, GetRoleBindingRequest, ListRoleBindingsRequest,
-    ListRoleBindingsResponse, RoleBinding, RoleBindingGroup, RoleBindingIdentity, RoleBindingRole,
+    BatchCreateRoleBindingsRequest, BatchCreateRoleBindingsResponse, CreateRoleBindingRequest,
+    DeleteRoleBindingRequest, GetRoleBindingRequest, ListRoleBindingsRequest, ListRoleBindingsResponse, RoleBinding,
+    RoleBindingGroup, RoleBindingIdentity, RoleBindingRole,
 };
 use ward_store::{GROUP_TYPE, HydratedBinding, IDENTITY_TYPE, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord};
 
@@ -20,6 +22,8 @@ use crate::authz::Caller;
 use crate::ward::Ward;
 
 const COLLECTION: &str = "role_bindings";
+/// Most bindings one BatchCreateRoleBindings may create.
+pub const MAX_BATCH: usize = 25;
 
 pub const BINDING_FIELDS: Updatable = Updatable {
     mutable: &["role_uid"],
@@ -108,6 +112,100 @@ impl Ward {
         Ok(())
     }
 
+    /// A new binding at `group` (where the caller is already authorized),
+    /// once its role and identity resolve through the caller's view and the
+    /// role grants nothing the caller lacks there.
+    async fn new_binding(
+        &self,
+        caller: &Caller,
+        group: &Uidp,
+        identity: Uidp,
+        role: Uidp,
+    ) -> Result<RoleBindingRecord> {
+        let caps = self.bindable_role(caller, group, &role).await?;
+        self.check_no_escalation(caller, group, caps)?;
+        self.bindable_identity(caller, group, &identity).await?;
+        let now = self.clock.now_millis();
+        Ok(RoleBindingRecord {
+            uid: group.new_child().into(),
+            parent_uid: group.as_str().into(),
+            identity_uid: identity.into(),
+            role_uid: role.into(),
+            create_time: now,
+            update_time: now,
+        })
+    }
+
+    /// Up to [`MAX_BATCH`] bindings under one parent, all or none (AIP-233):
+    /// a sub-request's parent, when set, must be the batch's; its role
+    /// defaults to the batch's `role_uid` and may not contradict it.
+    pub async fn batch_create_role_bindings(
+        &self,
+        caller: &Caller,
+        req: BatchCreateRoleBindingsRequest,
+    ) -> Result<BatchCreateRoleBindingsResponse> {
+        let group = Uidp::parse("parent", &req.parent)?;
+        self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &group)?;
+        if req.requests.is_empty() || req.requests.len() > MAX_BATCH {
+            return Err(Error::invalid(
+                "requests",
+                format!("requests must hold between 1 and {MAX_BATCH} role bindings"),
+            ));
+        }
+        let mut bad = Vec::new();
+        let mut wanted = Vec::new();
+        for (i, sub) in req.requests.iter().enumerate() {
+            if !sub.parent.is_empty() && sub.parent != req.parent {
+                bad.push(FieldViolation {
+                    field: format!("requests[{i}].parent"),
+                    description: "a sub-request's parent must be empty or the batch's parent".into(),
+                });
+            }
+            let b = sub.role_binding.clone().unwrap_or_default();
+            let role = match (b.role_uid.as_str(), req.role_uid.as_str()) {
+                ("", top) => top.to_owned(),
+                (own, "") => own.to_owned(),
+                (own, top) if own == top => own.to_owned(),
+                _ => {
+                    bad.push(FieldViolation {
+                        field: format!("requests[{i}].role_binding.role_uid"),
+                        description: "differs from the batch's role_uid".into(),
+                    });
+                    continue;
+                }
+            };
+            let identity = parse_uidp(
+                &format!("requests[{i}].role_binding.identity_uid"),
+                &b.identity_uid,
+                &mut bad,
+            );
+            let role = parse_uidp(&format!("requests[{i}].role_binding.role_uid"), &role, &mut bad);
+            if let (Some(identity), Some(role)) = (identity, role) {
+                wanted.push((identity, role));
+            }
+        }
+        if !bad.is_empty() {
+            return Err(Error::InvalidArgument(bad));
+        }
+        let mut records = Vec::with_capacity(wanted.len());
+        for (identity, role) in wanted {
+            records.push(self.new_binding(caller, &group, identity, role).await?);
+        }
+        self.store.create_bindings(&records).await?;
+        self.grants_changed();
+        let mut role_bindings = Vec::with_capacity(records.len());
+        for r in &records {
+            let uid = Uidp::parse("uid", &r.uid)?;
+            let b = self
+                .store
+                .get_binding(&uid)
+                .await?
+                .ok_or_else(|| Error::internal("created binding vanished"))?;
+            role_bindings.push(to_proto(b));
+        }
+        Ok(BatchCreateRoleBindingsResponse { role_bindings })
+    }
+
     pub async fn create_role_binding(&self, caller: &Caller, req: CreateRoleBindingRequest) -> Result<RoleBinding> {
         let b = req.role_binding.unwrap_or_default();
         let mut bad = Vec::new();
@@ -118,19 +216,8 @@ impl Ward {
             return Err(Error::InvalidArgument(bad));
         };
         self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &group)?;
-        let caps = self.bindable_role(caller, &group, &role).await?;
-        self.check_no_escalation(caller, &group, caps)?;
-        self.bindable_identity(caller, &group, &identity).await?;
-        let now = self.clock.now_millis();
-        let uid = group.new_child();
-        let record = RoleBindingRecord {
-            uid: uid.as_str().into(),
-            parent_uid: group.into(),
-            identity_uid: identity.into(),
-            role_uid: role.into(),
-            create_time: now,
-            update_time: now,
-        };
+        let record = self.new_binding(caller, &group, identity, role).await?;
+        let uid = Uidp::parse("uid", &record.uid)?;
         self.store.create_binding(&record).await?;
         self.grants_changed();
         let b = self

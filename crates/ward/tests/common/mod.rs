@@ -190,3 +190,33 @@ pub fn enc(s: &str) -> String {
 pub fn is_hex(s: &str, len: usize) -> bool {
     s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
+
+/// The BadRequest field violations of an AIP-193 error body, as
+/// (field, description).
+pub fn field_violations(body: &Value) -> Vec<(String, String)> {
+    body["details"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["@type"] == "type.googleapis.com/google.rpc.BadRequest")
+        .flat_map(|d| d["fieldViolations"].as_array().cloned().unwrap_or_default())
+        .map(|v| {
+            (
+                v["field"].as_str().unwrap_or_default().to_owned(),
+                v["description"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A tonic interceptor adding `authorization: Bearer <token>` to every call.
+#[derive(Clone)]
+pub struct Bearer(pub String);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let value = format!("Bearer {}", self.0).parse().expect("ascii token");
+        req.metadata_mut().insert("authorization", value);
+        Ok(req)
+    }
+}
