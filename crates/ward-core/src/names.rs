@@ -27,11 +27,21 @@ pub fn is_forbidden_char(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            '\u{061C}'
+            '\u{00AD}' // soft hyphen
+                | '\u{034F}' // combining grapheme joiner
+                | '\u{061C}'
+                | '\u{115F}'..='\u{1160}' // Hangul fillers
+                | '\u{17B4}'..='\u{17B5}'
+                | '\u{180B}'..='\u{180F}' // Mongolian selectors and vowel separator
                 | '\u{200B}'..='\u{200F}'
                 | '\u{2028}'..='\u{202E}'
-                | '\u{2060}'..='\u{2069}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}' // Hangul filler
+                | '\u{FE00}'..='\u{FE0F}' // variation selectors
                 | '\u{FEFF}'
+                | '\u{FFA0}' // halfwidth Hangul filler
+                | '\u{FFF9}'..='\u{FFFB}' // interlinear annotation
+                | '\u{E0000}'..='\u{E0FFF}' // tags and variation selectors supplement
         )
 }
 
@@ -141,6 +151,10 @@ mod tests {
             "c1\u{9b}",
             "del\u{7f}",
             "iso\u{2066}",
+            "soft\u{AD}hyphen",
+            "hangul\u{3164}filler",
+            "tag\u{E0041}",
+            "vs\u{FE0F}",
         ] {
             assert!(!ok(sneaky), "{sneaky:?}");
         }

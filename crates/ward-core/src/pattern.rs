@@ -25,13 +25,18 @@ const HYBRID_CACHE_BYTES: usize = 64 * 1024;
 pub struct Pattern(meta::Regex);
 
 impl Pattern {
-    /// Compiles `pattern` anchored at both ends. The error says why, in a
-    /// sentence that can follow the field name.
-    pub fn compile(pattern: &str) -> Result<Self, String> {
+    /// Checks that `pattern` parses, without compiling it: linear in its
+    /// length, so every pattern of a request can be checked cheaply before
+    /// any is compiled.
+    pub fn check_syntax(pattern: &str) -> Result<(), String> {
+        Self::parse(pattern).map(|_| ())
+    }
+
+    fn parse(pattern: &str) -> Result<Hir, String> {
         if pattern.len() > MAX_PATTERN_LEN {
             return Err(format!("must be at most {MAX_PATTERN_LEN} bytes"));
         }
-        let hir = regex_syntax::ParserBuilder::new()
+        regex_syntax::ParserBuilder::new()
             .nest_limit(NEST_LIMIT)
             .build()
             .parse(pattern)
@@ -41,7 +46,13 @@ impl Pattern {
                     "is not a valid regular expression: {}",
                     e.lines().last().unwrap_or("").trim_start_matches("error: ")
                 )
-            })?;
+            })
+    }
+
+    /// Compiles `pattern` anchored at both ends. The error says why, in a
+    /// sentence that can follow the field name.
+    pub fn compile(pattern: &str) -> Result<Self, String> {
+        let hir = Self::parse(pattern)?;
         let anchored = Hir::concat(vec![Hir::look(Look::Start), hir, Hir::look(Look::End)]);
         let config = meta::Config::new()
             .nfa_size_limit(Some(NFA_SIZE_LIMIT))

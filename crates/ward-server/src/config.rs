@@ -53,6 +53,10 @@ pub struct ServerConfig {
     /// Seconds a connection may stay open with no bytes moving.
     #[arg(long = "idle-timeout", env = "WARD_IDLE_TIMEOUT", default_value_t = 60)]
     pub idle_timeout_secs: u64,
+
+    /// Seconds a client has to send a request's body once its headers arrived.
+    #[arg(long = "body-read-timeout", env = "WARD_BODY_READ_TIMEOUT", default_value_t = 30)]
+    pub body_read_timeout_secs: u64,
 }
 
 impl ServerConfig {
@@ -70,6 +74,7 @@ impl ServerConfig {
             max_connections: 1024,
             header_read_timeout_secs: 10,
             idle_timeout_secs: 60,
+            body_read_timeout_secs: 30,
         }
     }
 
@@ -79,6 +84,7 @@ impl ServerConfig {
             max_connections: self.max_connections.max(1),
             header_read_timeout: std::time::Duration::from_secs(self.header_read_timeout_secs.max(1)),
             idle_timeout: std::time::Duration::from_secs(self.idle_timeout_secs.max(1)),
+            body_read_timeout: std::time::Duration::from_secs(self.body_read_timeout_secs.max(1)),
         }
     }
 
@@ -124,6 +130,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("max_connections", &self.max_connections)
             .field("header_read_timeout_secs", &self.header_read_timeout_secs)
             .field("idle_timeout_secs", &self.idle_timeout_secs)
+            .field("body_read_timeout_secs", &self.body_read_timeout_secs)
             .finish()
     }
 }

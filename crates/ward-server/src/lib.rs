@@ -39,7 +39,12 @@ pub fn router(ward: Arc<Ward>) -> axum::Router {
     let rest = rest::router(ward.clone(), &issuer_path(ward.tokens.issuer()));
     grpc::add_services(rest, ward)
         .layer(axum::middleware::from_fn(rest::drain_unread_bodies))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .layer(
+            // Failures worth an ERROR are logged where they happen
+            // (`status::log_internal`); a 501 for an unknown verb is not one.
+            tower_http::trace::TraceLayer::new_for_http()
+                .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
 }
 
 /// Settings under which a server records the URLs it mints tokens for, so

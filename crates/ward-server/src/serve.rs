@@ -5,11 +5,13 @@
 //!   served at once; further clients wait in the kernel's accept queue.
 //! - **Header-read timeout**: an HTTP/1 client must send a request's whole
 //!   header within [`Limits::header_read_timeout`] (slowloris).
+//! - **Body-read timeout**: a request's body must arrive within
+//!   [`Limits::body_read_timeout`] of its head (no byte-a-second trickles).
 //! - **Idle timeout**: a connection is closed once it has had no request in
 //!   progress for [`Limits::idle_timeout`] (HTTP/2 pings do not count), or
-//!   once no byte has moved on it either way for that long (a stalled
-//!   request). A request is in progress from its head until its response
-//!   body has been sent.
+//!   once a response has been waiting that long for the client to read it.
+//!   While the server is still working on a request, the connection is never
+//!   idle.
 //!
 //! axum's own `serve` offers none of these, so the loop is written here on
 //! hyper-util's connection builder.
@@ -34,6 +36,7 @@ pub struct Limits {
     pub max_connections: usize,
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
+    pub body_read_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -42,6 +45,7 @@ impl Default for Limits {
             max_connections: 1024,
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -93,6 +97,7 @@ pub async fn serve(
         let service = TowerToHyperService::new(InFlight {
             inner: app.clone(),
             activity: activity.clone(),
+            body_read_timeout: limits.body_read_timeout,
         });
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(io), service)
@@ -133,6 +138,8 @@ struct Activity {
     last_byte_ms: AtomicU64,
     last_request_ms: AtomicU64,
     in_flight: AtomicU64,
+    /// Requests whose handler has not answered yet.
+    handling: AtomicU64,
 }
 
 impl Activity {
@@ -154,12 +161,15 @@ impl Activity {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// How long the connection has been idle: with no request in progress,
-    /// since the last one ended; otherwise since bytes last moved.
+    /// How long the connection has been idle: never while a handler works;
+    /// with no request in progress, since the last one ended; while a
+    /// response is being sent, since bytes last moved.
     fn idle_for(&self) -> Duration {
         let now = self.now_ms();
         let since = |t: &AtomicU64| Duration::from_millis(now.saturating_sub(t.load(Ordering::SeqCst)));
-        if self.in_flight.load(Ordering::SeqCst) == 0 {
+        if self.handling.load(Ordering::SeqCst) > 0 {
+            Duration::ZERO
+        } else if self.in_flight.load(Ordering::SeqCst) == 0 {
             since(&self.last_request_ms)
         } else {
             since(&self.last_byte_ms)
@@ -172,6 +182,7 @@ impl Activity {
 struct InFlight {
     inner: axum::Router,
     activity: Arc<Activity>,
+    body_read_timeout: Duration,
 }
 
 impl<B> tower::Service<http::Request<B>> for InFlight
@@ -189,9 +200,19 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let guard = RequestGuard::new(self.activity.clone());
-        let fut = tower::ServiceExt::oneshot(self.inner.clone(), req.map(axum::body::Body::new));
+        let handling = HandlingGuard::new(self.activity.clone());
+        let timeout = self.body_read_timeout;
+        let req = req.map(|body| {
+            axum::body::Body::new(DeadlineBody {
+                inner: axum::body::Body::new(body),
+                deadline: tokio::time::Instant::now() + timeout,
+                sleep: None,
+            })
+        });
+        let fut = tower::ServiceExt::oneshot(self.inner.clone(), req);
         Box::pin(async move {
             let resp = fut.await?;
+            drop(handling);
             Ok(resp.map(|body| {
                 axum::body::Body::new(GuardedBody {
                     inner: body,
@@ -200,6 +221,85 @@ where
             }))
         })
     }
+}
+
+/// Marks a request's handler done when dropped.
+struct HandlingGuard(Arc<Activity>);
+
+impl HandlingGuard {
+    fn new(activity: Arc<Activity>) -> Self {
+        activity.handling.fetch_add(1, Ordering::SeqCst);
+        Self(activity)
+    }
+}
+
+impl Drop for HandlingGuard {
+    fn drop(&mut self) {
+        self.0.handling.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The error a request body gives once its deadline has passed.
+#[derive(Debug)]
+pub struct BodyTimeout;
+
+impl std::fmt::Display for BodyTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the request body did not arrive in time")
+    }
+}
+
+impl std::error::Error for BodyTimeout {}
+
+/// A request body that fails once its deadline passes. The timer is armed
+/// only if the body is not already all there.
+struct DeadlineBody {
+    inner: axum::body::Body,
+    deadline: tokio::time::Instant,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl http_body::Body for DeadlineBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if polled.is_ready() {
+            return polled;
+        }
+        let deadline = self.deadline;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(axum::Error::new(BodyTimeout)))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Whether `e` (or what it wraps) is a [`BodyTimeout`].
+pub fn is_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if err.is::<BodyTimeout>() {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// Marks a request finished when dropped.
@@ -257,6 +357,7 @@ impl Tracked {
             last_byte_ms: AtomicU64::new(0),
             last_request_ms: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
+            handling: AtomicU64::new(0),
         });
         (
             Self {
@@ -310,5 +411,41 @@ impl AsyncWrite for Tracked {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn activity() -> Activity {
+        Activity {
+            start: Instant::now() - Duration::from_secs(100),
+            last_byte_ms: AtomicU64::new(0),
+            last_request_ms: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            handling: AtomicU64::new(0),
+        }
+    }
+
+    #[test]
+    fn idleness() {
+        // Nothing ever happened: idle since the connection opened.
+        let a = activity();
+        assert!(a.idle_for() >= Duration::from_secs(99));
+        // A handler at work: never idle, however long no byte moved.
+        a.request_started();
+        a.handling.fetch_add(1, Ordering::SeqCst);
+        a.last_byte_ms.store(0, Ordering::SeqCst);
+        assert_eq!(a.idle_for(), Duration::ZERO);
+        // Its response is waiting for the client to read it: idle since
+        // bytes last moved.
+        a.handling.fetch_sub(1, Ordering::SeqCst);
+        assert!(a.idle_for() >= Duration::from_secs(99));
+        a.touch();
+        assert!(a.idle_for() < Duration::from_secs(1));
+        // Done: idle since the request ended, pings or not.
+        a.request_finished();
+        assert!(a.idle_for() < Duration::from_secs(1));
     }
 }

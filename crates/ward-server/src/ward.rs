@@ -34,6 +34,8 @@ pub struct Ward {
     /// Compiled claim patterns by their text, at most [`PATTERN_CACHE_BYTES`]
     /// of compiled automata.
     pub(crate) patterns: moka::sync::Cache<String, Arc<ward_core::pattern::Pattern>>,
+    /// One pattern compile per core at a time.
+    pub(crate) compile_permits: tokio::sync::Semaphore,
 }
 
 /// Memory the compiled-pattern cache may hold.
@@ -94,6 +96,9 @@ impl Ward {
                 })
                 .max_capacity(PATTERN_CACHE_BYTES)
                 .build(),
+            compile_permits: tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
+            ),
         })
     }
 

@@ -193,6 +193,10 @@ async fn patterns_are_authorized_first_bounded_and_anchored() {
         let escape = json!({"name": "w", "claimMatch": {"issuer": "https://i.example.com", "subjectPattern": "repo:acme/app)|(?:.*"}});
         let (status, b) = s.post(&format!("{ID}/{org}"), escape).await;
         assert_invalid(&s, "escaping pattern", status, &b, "claim_match.subject_pattern");
+        let bidi =
+            json!({"name": "w", "claimMatch": {"issuer": "https://i.example.com", "subjectPattern": "x\u{202E}y"}});
+        let (status, b) = s.post(&format!("{ID}/{org}"), bidi).await;
+        assert_invalid(&s, "bidi pattern", status, &b, "claim_match.subject_pattern");
         let (status, b) = s.post(&format!("{ID}/{org}"), body(json!({"c": "a|b"}))).await;
         assert_eq!(status, StatusCode::OK, "[{}] {b}", s.backend);
     }
@@ -459,6 +463,11 @@ async fn create_group_parent_by_name_or_suffix() {
         assert!(body["message"].as_str().unwrap().contains("ambiguous"), "{body}");
         let (status, body) = post("Not A Name!").await;
         assert_invalid(&s, "garbage", status, &body, "parent");
+        // Sixteen hex digits are a name too, when no uid ends with them.
+        let hexname = uid(&s.create_group(Some(&org), "0123456789abcdef").await);
+        let (status, body) = post("0123456789abcdef").await;
+        assert_eq!(status, StatusCode::OK, "[{}] {body}", s.backend);
+        assert!(uid(&body).starts_with(&format!("{hexname}/")), "{body}");
     }
 }
 
@@ -660,5 +669,39 @@ async fn batch_create_role_bindings_and_lookup_identity() {
             .unwrap_or_else(|e| panic!("[{b}] {e:?}"))
             .into_inner();
         assert_eq!(grpc.uid, alice, "[{b}] REST and gRPC agree");
+    }
+}
+
+/// A key given with only empty values never widens a filter or a token, and
+/// a refused delete names only bindings the caller may see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_values_and_hidden_bindings() {
+    for s in servers().await {
+        let b = s.backend;
+        let org = uid(&s.create_group(None, "acme").await);
+        let (status, body) = s.get(&format!("{G}?uidp.ids=,,,")).await;
+        assert_invalid(&s, "empty ids", status, &body, "uidp.ids");
+        let (status, body) = s.get("/sts/exchange?scopes=,,&identity=x").await;
+        assert_invalid(&s, "empty scopes", status, &body, "scopes");
+        // A team identity bound at the organization, out of the team owner's view.
+        let team = uid(&s.create_group(Some(&org), "team").await);
+        let (_, team_owner) = member(&s, &team, &team, "owner", "team-owner").await;
+        let worker = create_identity(&s, &team, "worker").await;
+        let binding = bind(&s, &org, &worker, &builtin(&s, "viewer").await).await;
+        let (status, body) = s
+            .call_as(&team_owner, reqwest::Method::DELETE, &format!("{ID}/{worker}"), None)
+            .await;
+        assert_error(b, status, &body, 400, 9, "FAILED_PRECONDITION");
+        assert!(!body.to_string().contains(&binding), "[{b}] leaked {binding}: {body}");
+        assert!(
+            body["message"].as_str().unwrap().contains("roleBindings?identity="),
+            "{body}"
+        );
+        let (status, body) = s.delete(&format!("{ID}/{worker}")).await;
+        assert_error(b, status, &body, 400, 9, "FAILED_PRECONDITION");
+        assert!(
+            body.to_string().contains(&binding),
+            "[{b}] the admin sees the binding: {body}"
+        );
     }
 }

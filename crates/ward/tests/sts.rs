@@ -2144,5 +2144,16 @@ async fn exchange_requests_are_bounded() {
         let token = exchange_ok(&s, &key.sign(&iss.claims(&s, SUB)), &[("identity", &id)]).await;
         let (status, body) = get_as(&s, &token, G).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {body}");
+        // Sixty long upstream audiences are not all copied into `act`.
+        let mut auds = vec![json!(s.base)];
+        auds.extend((0..60).map(|i| json!(format!("https://aud{i}.example.com/{}", "x".repeat(80)))));
+        let many = with(&iss.claims(&s, SUB), "aud", json!(auds));
+        let token = exchange_ok(&s, &key.sign(&many), &[("identity", &id)]).await;
+        assert!(token.len() <= 8192, "[{b}] {}", token.len());
+        let (_, claims) = jwt_parts(&token);
+        assert!(
+            claims["act"]["aud"].as_array().is_some_and(|a| a.len() <= 4),
+            "[{b}] {claims}"
+        );
     }
 }

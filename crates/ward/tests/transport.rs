@@ -54,6 +54,7 @@ async fn strict_server() -> TestServer {
     server_with(|cfg| {
         cfg.header_read_timeout_secs = 1;
         cfg.idle_timeout_secs = 2;
+        cfg.body_read_timeout_secs = 2;
         cfg.max_connections = 8;
     })
     .await
@@ -288,6 +289,72 @@ async fn trickled_headers_are_cut_off() {
         }
     })
     .await;
+}
+
+/// Rule: a request's body must arrive within the body-read timeout of its
+/// head: a client trickling a byte a second keeps bytes moving, and keeps a
+/// handler waiting, yet gets 408 and its connection is freed.
+#[tokio::test]
+async fn trickled_bodies_are_cut_off() {
+    let s = strict_server().await;
+    let mut stream = TcpStream::connect(s.addr()).await.expect("connect");
+    let head = head("POST", "/iam/v2/groups", 100_000, Some(&s.token));
+    stream.write_all(head.as_bytes()).await.expect("head written");
+    let got = bounded(BOUND, "server answers a trickling body", async {
+        let mut buf = vec![0u8; 4096];
+        let mut got = Vec::new();
+        loop {
+            if stream.write_all(b" ").await.is_err() {
+                return got;
+            }
+            match tokio::time::timeout(Duration::from_millis(500), stream.read(&mut buf)).await {
+                Ok(Ok(0) | Err(_)) => return got,
+                Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+                Err(_) => {}
+            }
+        }
+    })
+    .await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+}
+
+/// Rule: a request message whose gRPC framing is invalid (compression flag
+/// 2, or a compressed frame with no `grpc-encoding`) is INVALID_ARGUMENT.
+#[tokio::test]
+async fn malformed_grpc_framing_is_invalid_argument() {
+    let s = server().await;
+    for flag in [1u8, 2] {
+        let mut frame = vec![flag];
+        frame.extend_from_slice(&3u32.to_be_bytes());
+        frame.extend_from_slice(&[1, 2, 3]);
+        let mut ch = channel(&s).await;
+        let req = http::Request::builder()
+            .method("POST")
+            .uri("/chainguard.platform.iam.v2.GroupsService/ListGroups")
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header("authorization", format!("Bearer {}", s.token))
+            .body(tonic::body::Body::new(axum::body::Body::from(Bytes::from(frame))))
+            .expect("valid request");
+        let status = bounded(BOUND, "framing", async move {
+            poll_fn(|cx| ch.poll_ready(cx)).await.expect("ready");
+            let resp = ch.call(req).await.expect("response");
+            let (parts, mut body) = resp.into_parts();
+            let mut status = parts.headers.get("grpc-status").map(|v| v.to_str().unwrap().to_owned());
+            while status.is_none() {
+                let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await else {
+                    break;
+                };
+                if let Ok(trailers) = frame.expect("frame").into_trailers() {
+                    status = trailers.get("grpc-status").map(|v| v.to_str().unwrap().to_owned());
+                }
+            }
+            status
+        })
+        .await;
+        assert_eq!(status.as_deref(), Some("3"), "flag {flag}");
+    }
 }
 
 /// Rule: a connection on which no byte moves for the idle timeout is closed,

@@ -96,7 +96,7 @@ fn malformed_is_invalid<B>(mut resp: http::Response<B>) -> http::Response<B> {
         && h.get("grpc-message").and_then(|v| v.to_str().ok()).is_some_and(|m| {
             let m = m.to_ascii_lowercase();
             m.contains("decod")
-                || m.contains("decompress")
+                || m.contains("compress")
                 || m.contains("missing%20request%20message")
                 || m.contains("missing request message")
         });

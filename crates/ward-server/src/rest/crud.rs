@@ -57,7 +57,8 @@ async fn update<R: Resource>(
     mut q: Params,
     body: JsonBody,
 ) -> Reply<R::Msg> {
-    let paths = q.list("update_mask");
+    // An empty `update_mask=` means no mask: the body's keys decide.
+    let paths = q.list("update_mask").unwrap_or_default();
     q.finish()?;
     let mask = if paths.is_empty() {
         UpdateMask::BodyKeys(body.keys())

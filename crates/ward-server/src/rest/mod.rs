@@ -123,9 +123,8 @@ pub async fn drain_unread_bodies(req: Request, next: axum::middleware::Next) -> 
                     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
                         .await
                 }
-                Err(_) => {
-                    let mut resp =
-                        ApiError::from(Error::invalid("body", "the request body could not be read")).into_response();
+                Err(e) => {
+                    let mut resp = body_error(e).into_response();
                     close(&mut resp);
                     resp
                 }
@@ -247,17 +246,24 @@ impl Params {
         self.0.remove(key).and_then(|mut v| v.pop()).unwrap_or_default()
     }
 
-    /// Every value of `key`; comma-separated values are split as well.
-    pub fn list(&mut self, key: &str) -> Vec<String> {
-        self.0
-            .remove(key)
-            .unwrap_or_default()
+    /// Every value of `key`; comma-separated values are split as well. A
+    /// key given with only empty values (`scopes=,,`) is an error: read as
+    /// "no values", it would silently widen a filter or a token.
+    pub fn list(&mut self, key: &str) -> Result<Vec<String>> {
+        let Some(raw) = self.0.remove(key) else {
+            return Ok(Vec::new());
+        };
+        let values: Vec<String> = raw
             .iter()
             .flat_map(|v| v.split(','))
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
-            .collect()
+            .collect();
+        if values.is_empty() {
+            return Err(Error::invalid(key, format!("{key} was given without a value")));
+        }
+        Ok(values)
     }
 
     pub fn int(&mut self, key: &str) -> Result<i32> {
@@ -287,7 +293,7 @@ impl Params {
             descendants_of: self.string("uidp.descendants_of"),
             children_of: self.string("uidp.children_of"),
             in_root: self.bool("uidp.in_root")?,
-            ids: self.list("uidp.ids"),
+            ids: self.list("uidp.ids")?,
         };
         Ok(Some(f))
     }
@@ -315,11 +321,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             .map(|v| v.to_str().unwrap_or("").to_owned());
         let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
             .await
-            .map_err(|_| ApiError {
-                error: Error::invalid("body", format!("the request body exceeds {MAX_BODY_BYTES} bytes")),
-                domain: crate::status::IAM_DOMAIN,
-                http_status: Some(413),
-            })?;
+            .map_err(body_error)?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(JsonBody(serde_json::Map::new()));
         }
@@ -354,6 +356,24 @@ impl JsonBody {
     pub fn message<T: DeserializeOwned>(self) -> Result<T> {
         serde_json::from_value(serde_json::Value::Object(self.0))
             .map_err(|e| Error::invalid("body", format!("the request body does not match the message: {e}")))
+    }
+}
+
+/// Why a body could not be read: too slow (408) or too large (413).
+pub fn body_error(e: axum::Error) -> ApiError {
+    let inner = e.into_inner();
+    if crate::serve::is_body_timeout(inner.as_ref()) {
+        ApiError {
+            error: Error::invalid("body", "the request body did not arrive in time"),
+            domain: crate::status::IAM_DOMAIN,
+            http_status: Some(408),
+        }
+    } else {
+        ApiError {
+            error: Error::invalid("body", format!("the request body exceeds {MAX_BODY_BYTES} bytes")),
+            domain: crate::status::IAM_DOMAIN,
+            http_status: Some(413),
+        }
     }
 }
 

@@ -11,7 +11,6 @@ use axum::extract::{Request, State};
 use axum::http::HeaderMap;
 use axum::routing::get;
 use serde_json::{Value, json};
-use ward_core::Error;
 use ward_core::capability::CapSet;
 use ward_proto::Timestamp;
 
@@ -42,17 +41,17 @@ async fn exchange(State(w): State<Arc<Ward>>, headers: HeaderMap, mut q: Params,
     if is_form {
         let body = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
             .await
-            .map_err(|_| Error::invalid("body", format!("the request body exceeds {MAX_BODY_BYTES} bytes")))?;
+            .map_err(super::body_error)?;
         q.extend_form(&body);
     }
-    let mut scopes = q.list("scopes");
-    scopes.extend(q.list("scope"));
+    let mut scopes = q.list("scopes")?;
+    scopes.extend(q.list("scope")?);
     let identity = q.string("identity");
     let req = ExchangeRequest {
-        audiences: q.list("aud"),
+        audiences: q.list("aud")?,
         identity: (!identity.is_empty()).then_some(identity),
         scopes,
-        caps: q.list("cap"),
+        caps: q.list("cap")?,
     };
     q.finish()?;
     let authorization = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());

@@ -127,18 +127,23 @@ impl Ward {
                 ));
             }
         }
-        let q = ListQuery {
-            name: (!is_suffix).then(|| raw.to_owned()),
-            filters: if is_suffix {
+        let visible = self.visible_scopes(caller, rpc::LIST_GROUPS.capability);
+        let by = |suffix: bool| ListQuery {
+            name: (!suffix).then(|| raw.to_owned()),
+            filters: if suffix {
                 vec![("uid", FilterValue::EndsWith(format!("/{raw}")))]
             } else {
                 Vec::new()
             },
             page_size: 5,
-            visible: self.visible_scopes(caller, rpc::LIST_GROUPS.capability),
+            visible: visible.clone(),
             ..ListQuery::default()
         };
-        let page = self.store.list_groups(&q).await?;
+        let mut page = self.store.list_groups(&by(is_suffix)).await?;
+        if is_suffix && page.items.is_empty() {
+            // Sixteen hex digits are also a valid group name.
+            page = self.store.list_groups(&by(false)).await?;
+        }
         match page.items.as_slice() {
             [] => Err(Error::not_found(GROUP_TYPE, raw)),
             [one] => Uidp::parse("parent", &one.uid),

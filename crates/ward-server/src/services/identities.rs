@@ -20,8 +20,8 @@ use ward_proto::iam::v2::{
 };
 use ward_store::{IDENTITY_TYPE, IdentityPatch, IdentityRecord};
 
-use super::UpdateMask;
 use super::list::ListParams;
+use super::{UpdateMask, hide_bindings};
 use crate::authz::{Caller, Grants};
 use crate::ward::Ward;
 
@@ -77,7 +77,7 @@ fn exact_or_pattern(
 ) {
     match (exact, pattern) {
         (Some(s), _) if !s.is_empty() => check_text(&format!("claim_match.{field}"), s, MAX_CLAIM_VALUE_LEN, bad),
-        (None, Some(p)) if !p.is_empty() => patterns.push((format!("claim_match.{field}_pattern"), p.to_owned())),
+        (None, Some(p)) if !p.is_empty() => push_pattern(&format!("claim_match.{field}_pattern"), p, patterns, bad),
         _ => bad.push(violation(
             &format!("claim_match.{field}"),
             format!("claim_match needs an {field} or an {field}_pattern").replace("an subject", "a subject"),
@@ -102,7 +102,7 @@ fn check_claim_match(m: &ClaimMatch, bad: &mut Vec<FieldViolation>) -> Vec<(Stri
     match &m.aud {
         Some(claim_match::Aud::Audience(a)) => check_text("claim_match.audience", a, MAX_CLAIM_VALUE_LEN, bad),
         Some(claim_match::Aud::AudiencePattern(p)) => {
-            patterns.push(("claim_match.audience_pattern".into(), p.clone()));
+            push_pattern("claim_match.audience_pattern", p, &mut patterns, bad);
         }
         None => {}
     }
@@ -119,7 +119,7 @@ fn check_claim_match(m: &ClaimMatch, bad: &mut Vec<FieldViolation>) -> Vec<(Stri
     }
     for (k, p) in &m.claim_patterns {
         check_claim_name("claim_match.claim_patterns", k, bad);
-        patterns.push((format!("claim_match.claim_patterns[{k}]"), p.clone()));
+        push_pattern(&format!("claim_match.claim_patterns[{k}]"), p, &mut patterns, bad);
     }
     let total: usize = patterns.iter().map(|(_, p)| p.len()).sum();
     if total > MAX_PATTERN_BYTES {
@@ -130,6 +130,16 @@ fn check_claim_match(m: &ClaimMatch, bad: &mut Vec<FieldViolation>) -> Vec<(Stri
         patterns.clear();
     }
     patterns
+}
+
+/// Queues a pattern for compiling once its text passes the character rule
+/// that every stored string follows (escapes such as `\x00` stay allowed).
+fn push_pattern(field: &str, pattern: &str, patterns: &mut Vec<(String, String)>, bad: &mut Vec<FieldViolation>) {
+    let before = bad.len();
+    check_text(field, pattern, ward_core::pattern::MAX_PATTERN_LEN, bad);
+    if bad.len() == before {
+        patterns.push((field.to_owned(), pattern.to_owned()));
+    }
 }
 
 fn check_claim_name(field: &str, name: &str, bad: &mut Vec<FieldViolation>) {
@@ -354,6 +364,16 @@ impl Ward {
         if let Some(p) = self.patterns.get(pattern) {
             return Ok(p);
         }
+        // At most one compile per core at a time: a burst of requests queues
+        // here instead of multiplying memory and threads.
+        let _permit = self
+            .compile_permits
+            .acquire()
+            .await
+            .map_err(|_| "could not be compiled".to_owned())?;
+        if let Some(p) = self.patterns.get(pattern) {
+            return Ok(p);
+        }
         let owned = pattern.to_owned();
         let compiled = tokio::task::spawn_blocking(move || Pattern::compile(&owned))
             .await
@@ -363,12 +383,23 @@ impl Ward {
         Ok(compiled)
     }
 
-    /// Compiles every pattern of a relationship, recording a violation for
-    /// each that fails.
+    /// Checks every pattern's syntax (cheap, all reported), then compiles
+    /// them in order and stops at the first that fails: compiling is the one
+    /// expensive check, so one request pays for at most one failure.
     async fn check_patterns(&self, patterns: &[(String, String)], bad: &mut Vec<FieldViolation>) {
+        let before = bad.len();
+        for (field, p) in patterns {
+            if let Err(e) = Pattern::check_syntax(p) {
+                bad.push(violation(field, format!("{field} {e}")));
+            }
+        }
+        if bad.len() > before {
+            return;
+        }
         for (field, p) in patterns {
             if let Err(e) = self.pattern(p).await {
                 bad.push(violation(field, format!("{field} {e}")));
+                return;
             }
         }
     }
@@ -392,9 +423,9 @@ impl Ward {
                 .map(Capability::dotted_name)
                 .collect();
             if !missing.is_empty() {
+                // What it holds, and where, may be outside the caller's view.
                 return Err(Error::PermissionDenied(format!(
-                    "cannot change how identity {identity} authenticates: it holds capabilities you do not hold on {scope}: {}",
-                    missing.join(", ")
+                    "cannot change how identity {identity} authenticates: it holds capabilities you do not hold"
                 )));
             }
         }
@@ -583,7 +614,10 @@ impl Ward {
     pub async fn delete_identity(&self, caller: &Caller, req: DeleteIdentityRequest) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.authorize(caller, &rpc::DELETE_IDENTITY, &uid)?;
-        self.store.delete_identity(&uid).await
+        self.store
+            .delete_identity(&uid)
+            .await
+            .map_err(|e| hide_bindings(caller, e, "identity"))
     }
 }
 

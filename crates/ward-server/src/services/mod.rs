@@ -28,6 +28,30 @@ pub(crate) fn parse_uidp(field: &str, raw: &str, bad: &mut Vec<FieldViolation>) 
     }
 }
 
+/// A delete refused because role bindings still use the resource names up to
+/// five of them; bindings may lie outside the caller's view (an org-level
+/// binding of a team's identity), so only the server admin gets the names.
+/// Others are pointed at the list, which shows what they may see.
+pub(crate) fn hide_bindings(caller: &crate::authz::Caller, e: Error, filter: &str) -> Error {
+    match e {
+        Error::FailedPrecondition(v) if !caller.is_admin => Error::FailedPrecondition(
+            v.into_iter()
+                .map(|mut p| {
+                    if p.kind == "RESOURCE_IN_USE" {
+                        p.description = format!(
+                            "cannot delete it while role bindings use it; \
+                             see GET /iam/v2/roleBindings?{filter}={}",
+                            p.subject
+                        );
+                    }
+                    p
+                })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
 /// How an update names the fields it changes (AIP-134).
 pub enum UpdateMask {
     /// An explicit `update_mask` from the client (comma-separated paths).

@@ -204,7 +204,10 @@ impl Ward {
             return Err(built_in(&uid));
         }
         self.authorize(caller, &rpc::DELETE_ROLE, &uid)?;
-        self.store.delete_role(&uid).await?;
+        self.store
+            .delete_role(&uid)
+            .await
+            .map_err(|e| super::hide_bindings(caller, e, "role"))?;
         self.grants_changed();
         Ok(())
     }

@@ -46,6 +46,19 @@ pub const MAX_CAPS: usize = 32;
 /// trailing-slash variants are folded).
 pub const MAX_AUDIENCES: usize = 8;
 
+/// The upstream audiences recorded in a token's `act`: at most
+/// [`MAX_ACT_AUDIENCES`] of at most [`MAX_ACT_AUDIENCE_LEN`] bytes, so a
+/// token with many audiences still exchanges.
+const MAX_ACT_AUDIENCES: usize = 4;
+const MAX_ACT_AUDIENCE_LEN: usize = 256;
+
+fn act_audiences(auds: Vec<String>) -> Vec<String> {
+    auds.into_iter()
+        .filter(|a| a.len() <= MAX_ACT_AUDIENCE_LEN)
+        .take(MAX_ACT_AUDIENCES)
+        .collect()
+}
+
 fn reject(msg: impl Into<String>) -> Error {
     Error::Unauthenticated(msg.into())
 }
@@ -249,7 +262,7 @@ impl Ward {
             act: Some(Actor {
                 iss,
                 sub,
-                aud: match token.audiences() {
+                aud: match act_audiences(token.audiences()) {
                     mut v if v.len() == 1 => Audience::One(v.remove(0)),
                     v => Audience::Many(v),
                 },
@@ -261,9 +274,14 @@ impl Ward {
         // Never hand out a token this server would itself refuse.
         if token.len() > ward_auth::MAX_TOKEN_BYTES {
             return Err(Error::invalid(
-                "scopes",
+                if req.scopes.is_empty() && req.caps.is_empty() {
+                    "identity_token"
+                } else {
+                    "scopes"
+                },
                 format!(
-                    "the requested token would exceed {} bytes; ask for fewer scopes or capabilities",
+                    "the token would exceed {} bytes: the requested scopes and capabilities, with the \
+                     identity token's issuer, subject and audiences (recorded in act), are too large",
                     ward_auth::MAX_TOKEN_BYTES
                 ),
             ));
