@@ -705,3 +705,49 @@ async fn empty_values_and_hidden_bindings() {
         );
     }
 }
+
+/// Rule 18: removing a signing key stops every token it signed, including
+/// tokens the server has already verified and cached, over REST and gRPC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removed_signing_keys_stop_their_tokens() {
+    use ward_core::clock::Clock as _;
+    use ward_proto::iam::v2::ListGroupsRequest;
+    use ward_proto::iam::v2::groups_service_client::GroupsServiceClient;
+    for s in servers().await {
+        let b = s.backend;
+        let old = s.token.clone();
+        let (status, body) = s.get(G).await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {body}");
+        let ch = tonic::transport::Channel::from_shared(format!("http://{}", s.addr()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut grpc = GroupsServiceClient::new(tonic::service::interceptor::InterceptedService::new(
+            ch,
+            common::Bearer(old.clone()),
+        ));
+        grpc.list_groups(ListGroupsRequest::default())
+            .await
+            .unwrap_or_else(|e| panic!("[{b}] cached and valid: {e:?}"));
+        // Rotate, then remove the key the admin token was signed with.
+        let store = s.ward().store.clone();
+        let kid = jsonwebtoken::decode_header(&old).unwrap().kid.expect("kid");
+        ward_auth::rotate_key(store.as_ref(), s.clock.now_millis())
+            .await
+            .unwrap();
+        store.delete_signing_key(&kid).await.unwrap();
+        s.ward().tokens.refresh().await.unwrap();
+        let (status, body) = s.get(G).await;
+        assert_error(b, status, &body, 401, 16, "UNAUTHENTICATED");
+        let st = grpc
+            .list_groups(ListGroupsRequest::default())
+            .await
+            .expect_err("refused");
+        assert_eq!(st.code(), tonic::Code::Unauthenticated, "[{b}] {st:?}");
+        // A token from the new key works.
+        let fresh = s.ward().admin_token().unwrap();
+        let (status, body) = s.call_as(&fresh, reqwest::Method::GET, G, None).await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {body}");
+    }
+}
