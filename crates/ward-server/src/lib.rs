@@ -37,14 +37,20 @@ fn issuer_path(issuer: &str) -> String {
 /// the HTTP/1 body handling that keeps connections reusable.
 pub fn router(ward: Arc<Ward>) -> axum::Router {
     let rest = rest::router(ward.clone(), &issuer_path(ward.tokens.issuer()));
-    grpc::add_services(rest, ward)
-        .layer(axum::middleware::from_fn(rest::drain_unread_bodies))
+    let routes = grpc::add_services(rest, ward);
+    // Wrapped around the router once: `Router::layer` would wrap every route,
+    // and a per-route middleware clones that route's handlers per request.
+    let outer = tower::ServiceBuilder::new()
         .layer(
             // Failures worth an ERROR are logged where they happen
             // (`status::log_internal`); a 501 for an unknown verb is not one.
             tower_http::trace::TraceLayer::new_for_http()
                 .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG)),
         )
+        .layer(axum::middleware::from_fn(rest::drain_unread_bodies))
+        .layer(axum::middleware::from_fn(rest::unimplemented_verbs))
+        .service(routes);
+    axum::Router::new().fallback_service(outer)
 }
 
 /// Settings under which a server records the URLs it mints tokens for, so

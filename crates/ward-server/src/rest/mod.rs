@@ -38,7 +38,6 @@ pub fn router(ward: Arc<Ward>, issuer_path: &str) -> axum::Router {
         .merge(system::routes(issuer_path))
         .merge(sts::routes(issuer_path))
         .fallback(no_route)
-        .layer(axum::middleware::from_fn(unimplemented_verbs))
         .layer(axum::middleware::map_response(method_not_allowed))
         .with_state(ward)
 }
@@ -74,7 +73,7 @@ fn unimplemented(status: http::StatusCode, message: String) -> Response {
 /// of RPCs Ward does not implement answer HTTP 501, code 12 UNIMPLEMENTED,
 /// instead of a 404 or a misleading 400 from the uid route they resemble.
 /// Verbs that Ward does implement are routed before this check.
-async fn unimplemented_verbs(req: Request, next: axum::middleware::Next) -> Response {
+pub async fn unimplemented_verbs(req: Request, next: axum::middleware::Next) -> Response {
     let path = req.uri().path();
     let last = path.rsplit('/').next().unwrap_or("");
     if path.starts_with("/iam/")
