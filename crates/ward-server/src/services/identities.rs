@@ -70,6 +70,7 @@ struct CheckedRelationship {
 /// Checks a required exact value or pattern (issuer, subject).
 fn exact_or_pattern(
     field: &str,
+    missing: &str,
     exact: Option<&str>,
     pattern: Option<&str>,
     patterns: &mut Vec<(String, String)>,
@@ -78,10 +79,7 @@ fn exact_or_pattern(
     match (exact, pattern) {
         (Some(s), _) if !s.is_empty() => check_text(&format!("claim_match.{field}"), s, MAX_CLAIM_VALUE_LEN, bad),
         (None, Some(p)) if !p.is_empty() => push_pattern(&format!("claim_match.{field}_pattern"), p, patterns, bad),
-        _ => bad.push(violation(
-            &format!("claim_match.{field}"),
-            format!("claim_match needs an {field} or an {field}_pattern").replace("an subject", "a subject"),
-        )),
+        _ => bad.push(violation(&format!("claim_match.{field}"), missing)),
     }
 }
 
@@ -92,13 +90,27 @@ fn check_claim_match(m: &ClaimMatch, bad: &mut Vec<FieldViolation>) -> Vec<(Stri
         Some(claim_match::Iss::IssuerPattern(p)) => (None, Some(p.as_str())),
         None => (None, None),
     };
-    exact_or_pattern("issuer", iss, iss_p, &mut patterns, bad);
+    exact_or_pattern(
+        "issuer",
+        "claim_match needs an issuer or an issuer_pattern",
+        iss,
+        iss_p,
+        &mut patterns,
+        bad,
+    );
     let (sub, sub_p) = match &m.sub {
         Some(claim_match::Sub::Subject(s)) => (Some(s.as_str()), None),
         Some(claim_match::Sub::SubjectPattern(p)) => (None, Some(p.as_str())),
         None => (None, None),
     };
-    exact_or_pattern("subject", sub, sub_p, &mut patterns, bad);
+    exact_or_pattern(
+        "subject",
+        "claim_match needs a subject or a subject_pattern",
+        sub,
+        sub_p,
+        &mut patterns,
+        bad,
+    );
     match &m.aud {
         Some(claim_match::Aud::Audience(a)) => check_text("claim_match.audience", a, MAX_CLAIM_VALUE_LEN, bad),
         Some(claim_match::Aud::AudiencePattern(p)) => {
