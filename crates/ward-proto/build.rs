@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 /// Packages written once as v2 and also served as v2beta1.
-const VERSIONED: &[&str] = &["iam"];
+const VERSIONED: &[&str] = &["iam", "registry"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
@@ -71,6 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ".chainguard.capabilities",
             ".chainguard.platform.common",
             ".chainguard.platform.iam.v2",
+            ".chainguard.platform.registry.v2",
         ])?;
     Ok(())
 }

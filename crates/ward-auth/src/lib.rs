@@ -73,6 +73,13 @@ pub enum Audience {
 }
 
 impl Audience {
+    pub fn contains(&self, aud: &str) -> bool {
+        match self {
+            Audience::One(a) => a == aud,
+            Audience::Many(v) => v.iter().any(|a| a == aud),
+        }
+    }
+
     pub fn to_vec(&self) -> Vec<String> {
         match self {
             Audience::One(a) => vec![a.clone()],
@@ -113,6 +120,22 @@ pub struct Claims {
     /// Narrowing: the token carries only these capabilities (dotted names).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cap: Option<Vec<String>>,
+    /// A registry token (from the registry's token endpoint): valid only at
+    /// the OCI endpoint, for these repositories and actions (Docker's token
+    /// claim shape).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<Vec<RegistryAccess>>,
+}
+
+/// One repository a registry token may act on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegistryAccess {
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `<organization uid>/<repo name>`.
+    pub name: String,
+    /// `pull`, `push`, `delete`.
+    pub actions: Vec<String>,
 }
 
 /// What to put in a token besides the issuer and times.
@@ -126,6 +149,7 @@ pub struct Grant {
     pub act: Option<Actor>,
     pub scopes: Option<Vec<String>>,
     pub cap: Option<Vec<String>>,
+    pub access: Option<Vec<RegistryAccess>>,
 }
 
 struct Key {
@@ -147,6 +171,8 @@ pub struct Tokens {
     clock: Arc<dyn Clock>,
     issuer: String,
     audience: String,
+    /// The registry's audience when it differs from the API's (`--registry-url`).
+    registry_audience: Option<String>,
     keys: RwLock<KeySet>,
     /// SHA-256 of a verified token → the kid that signed it, and its claims.
     verified: moka::sync::Cache<[u8; 32], Verified>,
@@ -234,6 +260,7 @@ impl Tokens {
             clock,
             issuer,
             audience,
+            registry_audience: None,
             verified,
         })
     }
@@ -244,6 +271,17 @@ impl Tokens {
 
     pub fn audience(&self) -> &str {
         &self.audience
+    }
+
+    /// The registry's audience (the API's unless set apart).
+    pub fn registry_audience(&self) -> &str {
+        self.registry_audience.as_deref().unwrap_or(&self.audience)
+    }
+
+    /// Gives the registry an audience of its own: tokens for it verify here
+    /// too, and callers check which of the two a token names.
+    pub fn set_registry_audience(&mut self, audience: String) {
+        self.registry_audience = (audience != self.audience).then_some(audience);
     }
 
     /// A fresh API token for `subject`, signed with the newest key.
@@ -275,6 +313,7 @@ impl Tokens {
             act: grant.act.clone(),
             scopes: grant.scopes.clone(),
             cap: grant.cap.clone(),
+            access: grant.access.clone(),
         };
         let keys = self.keys.read().expect("key lock");
         let key = keys.keys.last().ok_or_else(|| Error::internal("no signing key"))?;
@@ -332,7 +371,10 @@ impl Tokens {
         }
         let mut validation = Validation::new(Algorithm::EdDSA);
         validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&[&self.audience]);
+        match &self.registry_audience {
+            Some(r) => validation.set_audience(&[&self.audience, r]),
+            None => validation.set_audience(&[&self.audience]),
+        }
         validation.set_required_spec_claims(&["iss", "sub", "aud", "exp"]);
         // Expiry is checked against the injected clock by the caller.
         validation.validate_exp = false;

@@ -12,6 +12,7 @@ pub mod listing;
 pub mod names;
 pub mod pagetoken;
 pub mod pattern;
+pub mod registry;
 pub mod rpc;
 pub mod uidp;
 

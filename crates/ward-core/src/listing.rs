@@ -130,6 +130,8 @@ pub struct Cursor {
 pub enum FilterValue {
     Text(String),
     Int(i64),
+    /// The column is at least this number (e.g. `updated_since`).
+    AtLeast(i64),
     /// The column ends with this text. Only for service-built values without
     /// `%` or `_` (e.g. `/` + a 16-hex uid segment).
     EndsWith(String),

@@ -19,6 +19,15 @@ pub const MAX_CLAIM_VALUE_LEN: usize = 1024;
 /// Longest claim name in `claims` / `claim_patterns`.
 pub const MAX_CLAIM_NAME_LEN: usize = 128;
 
+/// A user-supplied value as an error message may repeat it: at most 64
+/// characters, with an ellipsis when cut.
+pub fn echo(value: &str) -> String {
+    match value.char_indices().nth(64) {
+        Some((i, _)) => format!("{}…", &value[..i]),
+        None => value.to_owned(),
+    }
+}
+
 /// Characters no stored text may hold: control characters (C0, DEL, C1),
 /// line and paragraph separators, bidirectional overrides and isolates, and
 /// zero-width characters. They make one string display as another

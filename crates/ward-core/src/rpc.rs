@@ -15,6 +15,8 @@ pub enum Kind {
     Identity,
     Role,
     RoleBinding,
+    Repo,
+    Tag,
 }
 
 impl Kind {
@@ -25,6 +27,8 @@ impl Kind {
             Kind::Identity => "iam.chainguard.dev/Identity",
             Kind::Role => "iam.chainguard.dev/Role",
             Kind::RoleBinding => "iam.chainguard.dev/RoleBinding",
+            Kind::Repo => "registry.chainguard.dev/Repo",
+            Kind::Tag => "registry.chainguard.dev/Tag",
         }
     }
 
@@ -35,6 +39,8 @@ impl Kind {
             Kind::Identity => IamIdentityList,
             Kind::Role => IamRolesList,
             Kind::RoleBinding => IamRoleBindingsList,
+            Kind::Repo => RepoList,
+            Kind::Tag => TagList,
         }
     }
 }
@@ -64,6 +70,8 @@ impl Rule {
     /// type to name when it is not.
     pub const fn seen_with(&self) -> (Capability, &'static str) {
         match self.scope {
+            // Tags are created in a repo; everything else in a group.
+            Scope::Parent if matches!(self.kind, Kind::Tag) => (RepoList, Kind::Repo.type_name()),
             Scope::Parent => (IamGroupsList, Kind::Group.type_name()),
             Scope::Resource | Scope::Unscoped => (self.kind.list_capability(), self.kind.type_name()),
         }
@@ -71,14 +79,16 @@ impl Rule {
 }
 
 macro_rules! rules {
-    ($($name:ident = $rpc:literal, $kind:ident, $cap:ident, $scope:ident;)*) => {
+    ($(#[$doc:meta])* $table:ident { $($name:ident = $rpc:literal, $kind:ident, $cap:ident, $scope:ident;)* }) => {
         $(pub const $name: Rule = Rule { rpc: $rpc, kind: Kind::$kind, capability: $cap, scope: Scope::$scope };)*
-        /// Every rule, in reference order.
-        pub const RULES: &[Rule] = &[$($name,)*];
+        $(#[$doc])*
+        pub const $table: &[Rule] = &[$($name,)*];
     };
 }
 
 rules! {
+    /// Every IAM rule, in reference order.
+    RULES {
     CREATE_GROUP = "GroupsService.CreateGroup", Group, IamGroupsCreate, Parent;
     GET_GROUP = "GroupsService.GetGroup", Group, IamGroupsList, Resource;
     LIST_GROUPS = "GroupsService.ListGroups", Group, IamGroupsList, Unscoped;
@@ -99,4 +109,27 @@ rules! {
     LIST_ROLE_BINDINGS = "RoleBindingsService.ListRoleBindings", RoleBinding, IamRoleBindingsList, Unscoped;
     UPDATE_ROLE_BINDING = "RoleBindingsService.UpdateRoleBinding", RoleBinding, IamRoleBindingsUpdate, Resource;
     DELETE_ROLE_BINDING = "RoleBindingsService.DeleteRoleBinding", RoleBinding, IamRoleBindingsDelete, Resource;
+}
+}
+
+rules! {
+    /// Every registry API rule, in reference order. Images RPCs act on a
+    /// repo's manifests and need `manifest.metadata.list` there. Updating a
+    /// readme needs `repo.update` (the hosted service also wants an internal
+    /// capability no customer holds; a self-hosted owner administers its own).
+    REGISTRY_RULES {
+    GET_ARCHITECTURES = "ImagesService.GetArchitectures", Repo, ManifestMetadataList, Resource;
+    GET_SIZE = "ImagesService.GetSize", Repo, ManifestMetadataList, Resource;
+    GET_REPO = "ReposService.GetRepo", Repo, RepoList, Resource;
+    CREATE_REPO = "ReposService.CreateRepo", Repo, RepoCreate, Parent;
+    UPDATE_REPO = "ReposService.UpdateRepo", Repo, RepoUpdate, Resource;
+    DELETE_REPO = "ReposService.DeleteRepo", Repo, RepoDelete, Resource;
+    LIST_REPOS = "ReposService.ListRepos", Repo, RepoList, Unscoped;
+    GET_REPO_README = "ReposService.GetRepoReadme", Repo, RepoList, Resource;
+    UPDATE_REPO_README = "ReposService.UpdateRepoReadme", Repo, RepoUpdate, Resource;
+    GET_TAG = "TagsService.GetTag", Tag, TagList, Resource;
+    LIST_TAGS = "TagsService.ListTags", Tag, TagList, Unscoped;
+    CREATE_TAG = "TagsService.CreateTag", Tag, TagCreate, Parent;
+    DELETE_TAG = "TagsService.DeleteTag", Tag, TagDelete, Resource;
+}
 }

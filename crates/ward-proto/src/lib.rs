@@ -30,11 +30,21 @@ pub mod chainguard {
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.iam.v2beta1.rs"));
             }
         }
+        pub mod registry {
+            pub mod v2 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.registry.v2.rs"));
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.registry.v2.serde.rs"));
+            }
+            /// The beta services; their messages are the v2 types.
+            pub mod v2beta1 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.registry.v2beta1.rs"));
+            }
+        }
     }
 }
 
 pub use chainguard::capabilities;
-pub use chainguard::platform::{common, iam};
+pub use chainguard::platform::{common, iam, registry};
 
 /// The encoded `FileDescriptorSet` of every served package, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));

@@ -109,6 +109,16 @@ impl Ward {
         let token = ward_auth::bearer(header)
             .ok_or_else(|| Error::Unauthenticated("the Authorization header must be \"Bearer <token>\"".into()))?;
         let claims = self.tokens.verify(token).await?;
+        if !claims.aud.contains(self.tokens.audience()) || claims.access.is_some() {
+            return Err(Error::Unauthenticated(
+                "the token's audience is not this API (a registry token works at /v2/ only)".into(),
+            ));
+        }
+        self.caller_of(claims).await
+    }
+
+    /// The caller a verified token stands for, with its current grants.
+    pub(crate) async fn caller_of(&self, claims: Arc<ward_auth::Claims>) -> Result<Caller> {
         let is_admin = claims.sub == self.admin.as_str();
         let mut grants = if is_admin {
             Arc::new(Grants::default())

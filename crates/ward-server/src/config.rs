@@ -28,6 +28,15 @@ pub struct ServerConfig {
     #[arg(long, env = "WARD_API_URL")]
     pub api_url: Option<String>,
 
+    /// The registry's public URL (`aud` of registry tokens, and the host in
+    /// its challenges). Default: the API URL.
+    #[arg(long, env = "WARD_REGISTRY_URL")]
+    pub registry_url: Option<String>,
+
+    /// Largest blob one registry upload may create, in bytes.
+    #[arg(long, env = "WARD_MAX_BLOB_BYTES", default_value_t = crate::ward::DEFAULT_MAX_BLOB_BYTES)]
+    pub max_blob_bytes: u64,
+
     /// Development mode: print ready-to-paste `export` lines for the admin token.
     #[arg(long, env = "WARD_DEV")]
     pub dev: bool,
@@ -68,6 +77,8 @@ impl ServerConfig {
             database: None,
             issuer_url: None,
             api_url: None,
+            registry_url: None,
+            max_blob_bytes: crate::ward::DEFAULT_MAX_BLOB_BYTES,
             dev: false,
             allow_org_creation: false,
             allow_insecure_issuers: false,
@@ -124,6 +135,8 @@ impl std::fmt::Debug for ServerConfig {
             )
             .field("issuer_url", &self.issuer_url)
             .field("api_url", &self.api_url)
+            .field("registry_url", &self.registry_url)
+            .field("max_blob_bytes", &self.max_blob_bytes)
             .field("dev", &self.dev)
             .field("allow_org_creation", &self.allow_org_creation)
             .field("allow_insecure_issuers", &self.allow_insecure_issuers)

@@ -65,9 +65,16 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
         .await
         .context("opening the database")?;
     let (issuer, api) = config.urls(bound);
-    let mut ward = Ward::bootstrap(store, clock, issuer, api)
+    let blob_dir = config.data_dir.join("registry");
+    let blobs = ward_blob::LocalBlobs::open(&blob_dir)
+        .with_context(|| format!("opening the blob store at {}", blob_dir.display()))?;
+    let mut ward = Ward::bootstrap(store, clock, issuer, api, Arc::new(blobs))
         .await
         .context("bootstrapping")?;
+    if let Some(url) = &config.registry_url {
+        ward.tokens.set_registry_audience(url.trim_end_matches('/').to_owned());
+    }
+    ward.max_blob_bytes = config.max_blob_bytes;
     ward.allow_org_creation = config.allow_org_creation;
     let policy = ward_auth::upstream::FetchPolicy {
         allow_loopback_http: config.dev,

@@ -36,7 +36,19 @@ pub struct Ward {
     pub(crate) patterns: moka::sync::Cache<String, Arc<ward_core::pattern::Pattern>>,
     /// One pattern compile per core at a time.
     pub(crate) compile_permits: tokio::sync::Semaphore,
+    /// Registry blob bytes.
+    pub blobs: Arc<dyn ward_blob::BlobStore>,
+    /// Largest blob one upload may create.
+    pub max_blob_bytes: u64,
+    /// Organization names the registry resolved, for a few seconds.
+    pub(crate) org_names: moka::sync::Cache<String, Option<Uidp>>,
+    /// Registry logins with pull-token credentials (identity uid + identity
+    /// token), by the SHA-256 of both, until shortly before they expire.
+    pub(crate) registry_logins: moka::sync::Cache<[u8; 32], Arc<ward_auth::Claims>>,
 }
+
+/// Default for [`Ward::max_blob_bytes`].
+pub const DEFAULT_MAX_BLOB_BYTES: u64 = 64 * 1024 * 1024 * 1024;
 
 /// Memory the compiled-pattern cache may hold.
 const PATTERN_CACHE_BYTES: u64 = 64 * 1024 * 1024;
@@ -49,6 +61,7 @@ impl Ward {
         clock: Arc<dyn Clock>,
         issuer: String,
         audience: String,
+        blobs: Arc<dyn ward_blob::BlobStore>,
     ) -> Result<Self> {
         let admin_raw = store
             .setting_or_init(SETTING_ADMIN, Uidp::new_root().as_str().as_bytes().to_vec())
@@ -99,6 +112,16 @@ impl Ward {
             compile_permits: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
             ),
+            blobs,
+            max_blob_bytes: DEFAULT_MAX_BLOB_BYTES,
+            org_names: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(std::time::Duration::from_secs(5))
+                .build(),
+            registry_logins: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(std::time::Duration::from_secs(60))
+                .build(),
         })
     }
 

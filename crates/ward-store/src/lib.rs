@@ -18,6 +18,7 @@ use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
 pub mod postgres;
+pub mod registry;
 mod sql;
 pub mod sqlite;
 pub mod testing;
@@ -149,7 +150,7 @@ impl std::fmt::Debug for SigningKeyRecord {
 }
 
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: registry::RegistryStore + Send + Sync + 'static {
     /// Whether the database answers (readiness).
     async fn ping(&self) -> Result<()>;
 
@@ -268,6 +269,8 @@ listed!(GroupRecord);
 listed!(IdentityRecord);
 listed!(RoleRecord);
 listed!(HydratedBinding);
+listed!(registry::RepoRecord);
+listed!(registry::TagRecord);
 
 /// Builds a page from `limit + 1` fetched rows.
 pub(crate) fn page_of<T: Listed>(mut rows: Vec<T>, query: &ListQuery, total_count: i64) -> Page<T> {

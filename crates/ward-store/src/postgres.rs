@@ -21,6 +21,8 @@ use crate::{
     group_not_empty, page_of, still_bound,
 };
 
+mod registry;
+
 pub struct PostgresStore {
     pool: PgPool,
 }
@@ -315,6 +317,7 @@ impl Store for PostgresStore {
         let mut kinds = Vec::new();
         for (table, kind) in [
             ("groups", "groups"),
+            ("repos", "repos"),
             ("identities", "identities"),
             ("roles", "roles"),
             ("role_bindings", "role bindings"),

@@ -51,6 +51,10 @@ pub const BINDING_COLUMNS: &str = "uid, parent_uid, identity_uid, role_uid, crea
                                    identity_name, identity_description, identity_subject, identity_issuer, \
                                    group_name, group_description, role_description";
 
+pub const REPO_COLUMNS: &str = "uid, parent_uid, org_uid, name, description, catalog_tier, bundles, aliases, \
+                                active_tags, create_time, update_time";
+pub const TAG_COLUMNS: &str = "uid, parent_uid, name, digest, create_time, update_time";
+
 fn sort_column(f: SortField) -> &'static str {
     match f {
         SortField::Uid => "uid",
@@ -104,6 +108,10 @@ fn filters(b: &mut Builder, q: &ListQuery) -> Vec<String> {
                 let ph = b.bind(Bind::Int(*n));
                 w.push(format!("{col} = {ph}"));
             }
+            FilterValue::AtLeast(n) => {
+                let ph = b.bind(Bind::Int(*n));
+                w.push(format!("{col} >= {ph}"));
+            }
             FilterValue::EndsWith(s) => {
                 let ph = b.bind(Bind::Text(format!("%{s}")));
                 w.push(format!("{col} LIKE {ph}"));
@@ -111,6 +119,14 @@ fn filters(b: &mut Builder, q: &ListQuery) -> Vec<String> {
         }
     }
     if let Some(scopes) = &q.visible {
+        visible(b, scopes, &mut w);
+    }
+    w
+}
+
+/// Restricts to uids at or below one of `scopes`.
+fn visible(b: &mut Builder, scopes: &[ward_core::uidp::Uidp], w: &mut Vec<String>) {
+    {
         if scopes.is_empty() {
             w.push("1 = 0".into());
         } else {
@@ -124,7 +140,35 @@ fn filters(b: &mut Builder, q: &ListQuery) -> Vec<String> {
             w.push(format!("({})", ors.join(" OR ")));
         }
     }
-    w
+}
+
+/// The OCI catalog: `(org_uid, name)` of repos in `visible`, after `after`.
+pub fn catalog(
+    dialect: Dialect,
+    scopes: Option<&[ward_core::uidp::Uidp]>,
+    after: Option<(&str, &str)>,
+    limit: u32,
+) -> Built {
+    let mut b = Builder {
+        dialect,
+        binds: Vec::new(),
+    };
+    let mut w = Vec::new();
+    if let Some(scopes) = scopes {
+        visible(&mut b, scopes, &mut w);
+    }
+    if let Some((org, name)) = after {
+        let (o, n) = (b.text(org), b.text(name));
+        w.push(format!("(org_uid, name) > ({o}, {n})"));
+    }
+    let l = b.bind(Bind::Int(i64::from(limit)));
+    Built {
+        sql: format!(
+            "SELECT org_uid, name FROM repos{} ORDER BY org_uid, name LIMIT {l}",
+            where_clause(&w)
+        ),
+        binds: b.binds,
+    }
 }
 
 fn where_clause(w: &[String]) -> String {

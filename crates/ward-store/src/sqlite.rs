@@ -38,9 +38,12 @@ use crate::{
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many
 /// have run. Version numbers match `migrations/postgres`.
+mod registry;
+
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0001_init.sql"),
     include_str!("../migrations/sqlite/0002_iam.sql"),
+    include_str!("../migrations/sqlite/0003_registry.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
@@ -542,6 +545,7 @@ impl Store for SqliteStore {
             let mut kinds = Vec::new();
             for (table, kind) in [
                 ("groups", "groups"),
+                ("repos", "repos"),
                 ("identities", "identities"),
                 ("roles", "roles"),
                 ("role_bindings", "role bindings"),

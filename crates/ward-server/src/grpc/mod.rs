@@ -12,6 +12,7 @@ use crate::status::{IAM_DOMAIN, grpc_status};
 use crate::ward::Ward;
 
 mod iam;
+mod registry;
 
 /// Authenticates a gRPC request from its `authorization` metadata.
 async fn caller<T>(ward: &Ward, req: &tonic::Request<T>) -> std::result::Result<Caller, tonic::Status> {
@@ -57,11 +58,13 @@ where
 /// Every gRPC service (both IAM versions), plus server reflection (v1 and v1alpha).
 pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
     use ward_proto::iam::{v2, v2beta1};
-    let iam = iam::Iam(ward);
+    use ward_proto::registry::{v2 as r2, v2beta1 as r2beta1};
+    let iam = iam::Iam(ward.clone());
+    let registry = registry::Registry(ward);
     macro_rules! add {
-        ($router:expr, $($server:path),*) => {{
+        ($router:expr, $state:expr, $($server:path),*) => {{
             let mut r = $router;
-            $(r = route(r, <$server>::new(iam.clone())
+            $(r = route(r, <$server>::new($state.clone())
                 .max_decoding_message_size(MAX_BODY_BYTES)
                 .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
                 .send_compressed(tonic::codec::CompressionEncoding::Gzip));)*
@@ -70,6 +73,7 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
     }
     let router = add!(
         router,
+        iam,
         v2::groups_service_server::GroupsServiceServer<iam::Iam>,
         v2::identities_service_server::IdentitiesServiceServer<iam::Iam>,
         v2::roles_service_server::RolesServiceServer<iam::Iam>,
@@ -78,6 +82,16 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
         v2beta1::identities_service_server::IdentitiesServiceServer<iam::Iam>,
         v2beta1::roles_service_server::RolesServiceServer<iam::Iam>,
         v2beta1::role_bindings_service_server::RoleBindingsServiceServer<iam::Iam>
+    );
+    let router = add!(
+        router,
+        registry,
+        r2::repos_service_server::ReposServiceServer<registry::Registry>,
+        r2::tags_service_server::TagsServiceServer<registry::Registry>,
+        r2::images_service_server::ImagesServiceServer<registry::Registry>,
+        r2beta1::repos_service_server::ReposServiceServer<registry::Registry>,
+        r2beta1::tags_service_server::TagsServiceServer<registry::Registry>,
+        r2beta1::images_service_server::ImagesServiceServer<registry::Registry>
     );
     let reflection = || {
         tonic_reflection::server::Builder::configure()

@@ -20,6 +20,7 @@ use crate::ward::Ward;
 mod crud;
 mod groups;
 mod identities;
+mod registry;
 mod role_bindings;
 mod roles;
 mod sts;
@@ -35,6 +36,7 @@ pub fn router(ward: Arc<Ward>, issuer_path: &str) -> axum::Router {
         .merge(identities::routes())
         .merge(roles::routes())
         .merge(role_bindings::routes())
+        .merge(registry::routes())
         .merge(system::routes(issuer_path))
         .merge(sts::routes(issuer_path))
         .fallback(no_route)

@@ -6,6 +6,7 @@
 pub mod groups;
 pub mod identities;
 mod list;
+pub mod registry;
 pub mod role_bindings;
 pub mod roles;
 pub mod sts;

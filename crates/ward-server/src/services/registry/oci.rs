@@ -1,0 +1,859 @@
+//! The distribution-spec operations (`/v2/`), on the same store and the same
+//! authorization as the API. Errors are [`OciError`]s in the registry's own
+//! vocabulary; the OCI transport only parses requests and writes responses.
+//!
+//! What each operation needs where (the repo's uid is the scope):
+//! - pull: `manifest.list` (manifests), `repo.blobs.get` (blobs),
+//!   `tag.list` (tags/list), `referrers.list` (referrers);
+//! - push: `manifest.create` (blobs and manifests), plus `tag.create` for a
+//!   manifest pushed by tag (`tag.update` to move an existing tag), plus
+//!   `repo.create` at the organization when the repo does not exist yet;
+//! - delete: `manifest.delete` (manifests, blobs), `tag.delete` (tags).
+//!
+//! A caller who cannot list repos there gets NAME_UNKNOWN, whether or not the
+//! repo exists; one who can see it but lacks the capability gets DENIED.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use ward_blob::{BlobError, ByteStream};
+use ward_core::capability::Capability;
+use ward_core::listing::ListQuery;
+use ward_core::registry::{Digest, is_repo_name, is_tag};
+use ward_core::uidp::Uidp;
+use ward_store::registry::{
+    BLOB_TYPE, MANIFEST_TYPE, ManifestLinks, ManifestRecord, RepoRecord, TagRecord, UploadRecord,
+};
+
+use crate::authz::Caller;
+use crate::ward::Ward;
+
+/// Largest manifest accepted.
+pub const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
+/// Most descriptors one manifest may name.
+const MAX_DESCRIPTORS: usize = 10_000;
+/// Most entries one tags/list or _catalog page holds.
+pub const MAX_PAGE: u32 = 1000;
+/// Most referrers listed for one digest.
+const MAX_REFERRERS: u32 = 1000;
+
+pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+
+/// An error in the distribution spec's terms.
+#[derive(Debug, Clone)]
+pub struct OciError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+    /// For 401s: the scope to name in the challenge.
+    pub scope: Option<String>,
+}
+
+impl OciError {
+    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            scope: None,
+        }
+    }
+    pub fn name_unknown(name: &str) -> Self {
+        Self::new(404, "NAME_UNKNOWN", format!("repository name not known to registry: {name}"))
+    }
+    pub fn name_invalid(msg: impl Into<String>) -> Self {
+        Self::new(400, "NAME_INVALID", msg)
+    }
+    pub fn digest_invalid(msg: impl Into<String>) -> Self {
+        Self::new(400, "DIGEST_INVALID", msg)
+    }
+    pub fn blob_unknown(d: &str) -> Self {
+        Self::new(404, "BLOB_UNKNOWN", format!("blob unknown to registry: {d}"))
+    }
+    pub fn manifest_unknown(r: &str) -> Self {
+        Self::new(404, "MANIFEST_UNKNOWN", format!("manifest unknown: {}", ward_core::names::echo(r)))
+    }
+    pub fn manifest_invalid(msg: impl Into<String>) -> Self {
+        Self::new(400, "MANIFEST_INVALID", msg)
+    }
+    pub fn upload_unknown() -> Self {
+        Self::new(404, "BLOB_UPLOAD_UNKNOWN", "blob upload unknown to registry")
+    }
+    pub fn denied(msg: impl Into<String>) -> Self {
+        Self::new(403, "DENIED", msg)
+    }
+    pub fn range_invalid(at: i64) -> Self {
+        Self::new(416, "BLOB_UPLOAD_INVALID", format!("the upload is at byte {at}; send the chunk that starts there"))
+    }
+}
+
+impl From<ward_core::Error> for OciError {
+    fn from(e: ward_core::Error) -> Self {
+        use ward_core::Error as E;
+        match e {
+            E::NotFound { resource_type, name } if resource_type == BLOB_TYPE => OciError::blob_unknown(&name),
+            E::NotFound { resource_type, name } if resource_type == MANIFEST_TYPE => OciError::manifest_unknown(&name),
+            E::NotFound { name, .. } => OciError::name_unknown(&name),
+            E::PermissionDenied(m) => OciError::denied(m),
+            E::Unauthenticated(m) => OciError::new(401, "UNAUTHORIZED", m),
+            E::InvalidArgument(v) => OciError::new(
+                400,
+                "UNSUPPORTED",
+                v.into_iter().map(|f| f.description).collect::<Vec<_>>().join("; "),
+            ),
+            E::AlreadyExists { name, .. } => OciError::denied(format!("{name} already exists")),
+            E::ResourceExhausted(m) => OciError::new(429, "TOOMANYREQUESTS", m),
+            E::Unavailable(m) => OciError::new(503, "UNAVAILABLE", m),
+            e @ (E::FailedPrecondition(_) | E::Internal(_)) => {
+                let msg = e.message();
+                if let E::Internal(detail) = &e {
+                    tracing::error!(error = %detail, "registry operation failed");
+                }
+                OciError::new(500, "UNKNOWN", msg)
+            }
+        }
+    }
+}
+
+fn blob_error(e: BlobError, digest: Option<&Digest>) -> OciError {
+    match e {
+        BlobError::DigestMismatch { actual } => OciError::digest_invalid(format!(
+            "the uploaded content has digest {actual}, not {}",
+            digest.map_or("", Digest::as_str)
+        )),
+        BlobError::TooLarge { limit } => OciError::new(413, "SIZE_INVALID", format!("blobs are limited to {limit} bytes")),
+        BlobError::Offset { at } => OciError::range_invalid(at as i64),
+        BlobError::UnknownUpload => OciError::upload_unknown(),
+        BlobError::Io(e) => {
+            tracing::error!(error = %e, "blob storage failed");
+            OciError::new(500, "UNKNOWN", "blob storage failed")
+        }
+    }
+}
+
+pub type OciResult<T> = Result<T, OciError>;
+
+/// What a request does to a repository (the token scope's actions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Pull,
+    Push,
+    Delete,
+}
+
+impl Action {
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Pull => "pull",
+            Action::Push => "push",
+            Action::Delete => "delete",
+        }
+    }
+}
+
+/// A repository as a request names it, resolved.
+pub struct Target {
+    /// `<org uid>/<name>`, what registry tokens name.
+    pub full: String,
+    pub org: Uidp,
+    pub name: String,
+    /// None when it does not exist yet (push creates it).
+    pub repo: Option<RepoRecord>,
+}
+
+/// A manifest as the registry serves it.
+pub struct Served {
+    pub media_type: String,
+    pub digest: String,
+    pub content: Bytes,
+}
+
+/// An upload session's state, for Location and Range headers.
+pub struct UploadState {
+    pub uuid: String,
+    pub size: i64,
+}
+
+/// One blob read: `[start, end)` of `size` bytes.
+pub struct BlobRead {
+    pub size: u64,
+    pub start: u64,
+    pub end: u64,
+    pub body: Option<ByteStream>,
+}
+
+/// A parsed manifest push.
+struct Parsed {
+    media_type: String,
+    links: ManifestLinks,
+    subject: Option<String>,
+    artifact_type: String,
+    annotations: String,
+}
+
+fn descriptor_digest(d: &Value, what: &str) -> OciResult<String> {
+    let raw = d
+        .get("digest")
+        .and_then(Value::as_str)
+        .ok_or_else(|| OciError::manifest_invalid(format!("{what}: a descriptor has no digest")))?;
+    if d.get("size").and_then(Value::as_i64).is_none_or(|s| s < 0) {
+        return Err(OciError::manifest_invalid(format!("{what}: descriptor {raw} has no valid size")));
+    }
+    Digest::parse(raw)
+        .map(|d| d.as_str().to_owned())
+        .ok_or_else(|| OciError::manifest_invalid(format!("{what}: \"{}\" is not a digest", ward_core::names::echo(raw))))
+}
+
+/// Layers that clients do not push (foreign / non-distributable).
+fn is_foreign(d: &Value) -> bool {
+    d.get("mediaType")
+        .and_then(Value::as_str)
+        .is_some_and(|m| m.contains("nondistributable") || m.contains("foreign"))
+}
+
+fn parse_manifest(body: &[u8], content_type: Option<&str>) -> OciResult<Parsed> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| OciError::manifest_invalid(format!("not JSON: {e}")))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| OciError::manifest_invalid("a manifest is a JSON object"))?;
+    let declared = obj.get("mediaType").and_then(Value::as_str);
+    let ct = content_type.map(|c| c.split(';').next().unwrap_or("").trim());
+    let media_type = match (declared, ct) {
+        (Some(d), _) => d.to_owned(),
+        (None, Some(c)) if !c.is_empty() => c.to_owned(),
+        _ => return Err(OciError::manifest_invalid("the manifest names no mediaType")),
+    };
+    if obj.get("schemaVersion").and_then(Value::as_i64) != Some(2) {
+        return Err(OciError::manifest_invalid("schemaVersion must be 2"));
+    }
+    let mut links = ManifestLinks::default();
+    let is_index = match media_type.as_str() {
+        OCI_MANIFEST | DOCKER_MANIFEST => false,
+        OCI_INDEX | DOCKER_LIST => true,
+        other => {
+            return Err(OciError::manifest_invalid(format!(
+                "unsupported manifest media type \"{}\"",
+                ward_core::names::echo(other)
+            )));
+        }
+    };
+    if is_index {
+        let list = obj
+            .get("manifests")
+            .and_then(Value::as_array)
+            .ok_or_else(|| OciError::manifest_invalid("an index needs a manifests array"))?;
+        if list.len() > MAX_DESCRIPTORS {
+            return Err(OciError::manifest_invalid(format!("at most {MAX_DESCRIPTORS} manifests")));
+        }
+        for d in list {
+            links.manifests.push(descriptor_digest(d, "manifests")?);
+        }
+    } else {
+        let config = obj
+            .get("config")
+            .ok_or_else(|| OciError::manifest_invalid("an image manifest needs a config"))?;
+        links.blobs.push(descriptor_digest(config, "config")?);
+        let layers = match obj.get("layers") {
+            None => &Vec::new(),
+            Some(l) => l
+                .as_array()
+                .ok_or_else(|| OciError::manifest_invalid("layers must be an array"))?,
+        };
+        if layers.len() > MAX_DESCRIPTORS {
+            return Err(OciError::manifest_invalid(format!("at most {MAX_DESCRIPTORS} layers")));
+        }
+        for l in layers {
+            let d = descriptor_digest(l, "layers")?;
+            if !is_foreign(l) && !links.blobs.contains(&d) {
+                links.blobs.push(d);
+            }
+        }
+    }
+    let subject = match obj.get("subject") {
+        None | Some(Value::Null) => None,
+        Some(s) => Some(descriptor_digest(s, "subject")?),
+    };
+    let artifact_type = obj
+        .get("artifactType")
+        .and_then(Value::as_str)
+        .or_else(|| {
+            (!is_index)
+                .then(|| obj.get("config").and_then(|c| c.get("mediaType")).and_then(Value::as_str))
+                .flatten()
+        })
+        .unwrap_or("")
+        .to_owned();
+    let annotations = match obj.get("annotations") {
+        Some(a @ Value::Object(m)) if !m.is_empty() => a.to_string(),
+        _ => String::new(),
+    };
+    Ok(Parsed {
+        media_type,
+        links,
+        subject,
+        artifact_type,
+        annotations,
+    })
+}
+
+/// A reference: a tag or a digest.
+enum Reference {
+    Tag(String),
+    Digest(Digest),
+}
+
+fn parse_reference(raw: &str) -> OciResult<Reference> {
+    if raw.contains(':') {
+        Digest::parse(raw)
+            .map(Reference::Digest)
+            .ok_or_else(|| OciError::digest_invalid(format!("\"{}\" is not a valid digest", ward_core::names::echo(raw))))
+    } else if is_tag(raw) {
+        Ok(Reference::Tag(raw.to_owned()))
+    } else {
+        Err(OciError::manifest_invalid(format!(
+            "\"{}\" is not a valid tag",
+            ward_core::names::echo(raw)
+        )))
+    }
+}
+
+/// Parses a path digest (400 DIGEST_INVALID, never a 500).
+pub fn parse_digest(raw: &str) -> OciResult<Digest> {
+    Digest::parse(raw).ok_or_else(|| {
+        if raw.split_once(':').is_some_and(|(a, _)| a != "sha256" && a != "sha512") {
+            OciError::new(400, "UNSUPPORTED", "only sha256 and sha512 digests are supported")
+        } else {
+            OciError::digest_invalid(format!("\"{}\" is not a valid digest", ward_core::names::echo(raw)))
+        }
+    })
+}
+
+fn new_upload_id() -> String {
+    use rand::RngCore as _;
+    let mut b = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut b);
+    hex::encode(b)
+}
+
+impl Ward {
+    /// Splits `<org>/<name>` and finds the organization (by uid, or by its
+    /// name when exactly one organization has it).
+    pub async fn oci_target(&self, caller: &Caller, raw: &str) -> OciResult<Target> {
+        let (org_raw, name) = raw
+            .split_once('/')
+            .ok_or_else(|| OciError::name_invalid("repository names are <organization>/<name>"))?;
+        if !is_repo_name(name) {
+            return Err(OciError::name_invalid(format!(
+                "\"{}\" is not a repository name",
+                ward_core::names::echo(name)
+            )));
+        }
+        let org = if Uidp::is_valid(org_raw) && !org_raw.contains('/') {
+            Uidp::parse("org", org_raw).map_err(|_| OciError::name_unknown(raw))?
+        } else {
+            self.org_by_name(org_raw).await?.ok_or_else(|| OciError::name_unknown(raw))?
+        };
+        // Whoever sees nothing in the organization learns nothing about it.
+        if !caller.is_admin && !caller.grants.iter().any(|(s, _)| s.starts_with(org.as_str())) {
+            return Err(OciError::name_unknown(raw));
+        }
+        let repo = self.store.find_repo(org.as_str(), name).await?;
+        Ok(Target {
+            full: format!("{org}/{name}"),
+            org,
+            name: name.to_owned(),
+            repo,
+        })
+    }
+
+    /// The organization named `name`, when exactly one has that name
+    /// (cached for a few seconds: names change rarely).
+    async fn org_by_name(&self, name: &str) -> OciResult<Option<Uidp>> {
+        if name.is_empty() || name.len() > 256 {
+            return Ok(None);
+        }
+        if let Some(hit) = self.org_names.get(name) {
+            return Ok(hit);
+        }
+        let q = ListQuery {
+            name: Some(name.to_owned()),
+            page_size: 2,
+            uidp: ward_core::listing::UidpFilter {
+                in_root: true,
+                ..Default::default()
+            },
+            ..ListQuery::default()
+        };
+        let page = self.store.list_groups(&q).await?;
+        let found = match page.items.as_slice() {
+            [one] => Uidp::parse("org", &one.uid).ok(),
+            _ => None,
+        };
+        self.org_names.insert(name.to_owned(), found.clone());
+        Ok(found)
+    }
+
+    /// Checks `cap` on an existing repo: NAME_UNKNOWN if the caller cannot
+    /// see it, DENIED if it can but lacks `cap`.
+    pub fn oci_check(&self, caller: &Caller, t: &Target, cap: Capability) -> OciResult<RepoRecord> {
+        let repo = t.repo.clone().ok_or_else(|| OciError::name_unknown(&t.full))?;
+        let uid = Uidp::parse("repo", &repo.uid).map_err(OciError::from)?;
+        let caps = self.caps_at(caller, &uid);
+        if caps.contains(cap) {
+            Ok(repo)
+        } else if caps.contains(Capability::RepoList) || caps.contains(Capability::RepoBlobsGet) {
+            Err(OciError::denied(format!("{} is required on {}", cap.dotted_name(), t.full)))
+        } else {
+            Err(OciError::name_unknown(&t.full))
+        }
+    }
+
+    /// The repo a push writes to, created in the organization when it does
+    /// not exist yet and the caller may create repos there.
+    pub async fn oci_push_repo(&self, caller: &Caller, t: &mut Target) -> OciResult<RepoRecord> {
+        if t.repo.is_some() {
+            return self.oci_check(caller, t, Capability::ManifestCreate);
+        }
+        let caps = self.caps_at(caller, &t.org);
+        if !caps.contains(Capability::RepoCreate) {
+            return Err(if caps.contains(Capability::RepoList) {
+                OciError::denied(format!("repo.create is required on {} to push a new repository", t.org))
+            } else {
+                OciError::name_unknown(&t.full)
+            });
+        }
+        let now = self.clock.now_millis();
+        let record = RepoRecord {
+            uid: t.org.new_child().into(),
+            parent_uid: t.org.as_str().into(),
+            org_uid: t.org.as_str().into(),
+            name: t.name.clone(),
+            description: String::new(),
+            catalog_tier: 0,
+            bundles: "[]".into(),
+            aliases: "[]".into(),
+            active_tags: "[]".into(),
+            create_time: now,
+            update_time: now,
+        };
+        let repo = match self.store.create_repo(&record).await {
+            Ok(()) => record,
+            // Another push created it meanwhile.
+            Err(ward_core::Error::AlreadyExists { .. }) => self
+                .store
+                .find_repo(t.org.as_str(), &t.name)
+                .await?
+                .ok_or_else(|| OciError::name_unknown(&t.full))?,
+            Err(e) => return Err(e.into()),
+        };
+        tracing::info!(repo = %repo.uid, name = %t.full, "repository created by a push");
+        t.repo = Some(repo.clone());
+        self.oci_check(caller, t, Capability::ManifestCreate)
+    }
+
+    pub async fn oci_get_manifest(&self, caller: &Caller, t: &Target, reference: &str) -> OciResult<Served> {
+        let repo = self.oci_check(caller, t, Capability::ManifestList)?;
+        let digest = match parse_reference(reference)? {
+            Reference::Digest(d) => d.as_str().to_owned(),
+            Reference::Tag(tag) => {
+                self.store
+                    .find_tag(&repo.uid, &tag)
+                    .await?
+                    .ok_or_else(|| OciError::manifest_unknown(&tag))?
+                    .digest
+            }
+        };
+        let m = self
+            .store
+            .get_manifest(&repo.uid, &digest)
+            .await?
+            .ok_or_else(|| OciError::manifest_unknown(reference))?;
+        Ok(Served {
+            media_type: m.media_type,
+            digest: m.digest,
+            content: Bytes::from(m.content),
+        })
+    }
+
+    /// Stores a manifest (and tag). Returns its digest and subject.
+    pub async fn oci_put_manifest(
+        &self,
+        caller: &Caller,
+        t: &mut Target,
+        reference: &str,
+        content_type: Option<&str>,
+        body: Bytes,
+    ) -> OciResult<(String, Option<String>)> {
+        let reference = parse_reference(reference)?;
+        let repo = self.oci_push_repo(caller, t).await?;
+        let repo_uid = Uidp::parse("repo", &repo.uid).map_err(OciError::from)?;
+        if let Reference::Tag(tag) = &reference {
+            let caps = self.caps_at(caller, &repo_uid);
+            if !caps.contains(Capability::TagCreate) {
+                return Err(OciError::denied(format!("tag.create is required on {}", t.full)));
+            }
+            if !caps.contains(Capability::TagUpdate) && self.store.find_tag(&repo.uid, tag).await?.is_some() {
+                return Err(OciError::denied(format!("tag.update is required on {} to move {tag}", t.full)));
+            }
+        }
+        if body.len() > MAX_MANIFEST_BYTES {
+            return Err(OciError::new(
+                413,
+                "SIZE_INVALID",
+                format!("manifests are limited to {MAX_MANIFEST_BYTES} bytes"),
+            ));
+        }
+        let digest = match &reference {
+            Reference::Digest(d) => {
+                let actual = d.of_same_kind(&body);
+                if &actual != d {
+                    return Err(OciError::digest_invalid(format!(
+                        "the manifest's digest is {actual}, not {d}"
+                    )));
+                }
+                actual
+            }
+            Reference::Tag(_) => Digest::sha256_of(&body),
+        };
+        let parsed = parse_manifest(&body, content_type)?;
+        let now = self.clock.now_millis();
+        let record = ManifestRecord {
+            repo_uid: repo.uid.clone(),
+            digest: digest.as_str().to_owned(),
+            media_type: parsed.media_type,
+            artifact_type: parsed.artifact_type,
+            subject: parsed.subject.clone(),
+            annotations: parsed.annotations,
+            size: body.len() as i64,
+            content: body.to_vec(),
+            create_time: now,
+        };
+        let tag = match &reference {
+            Reference::Tag(name) => Some(TagRecord {
+                uid: repo_uid.new_child().into(),
+                parent_uid: repo.uid.clone(),
+                name: name.clone(),
+                digest: record.digest.clone(),
+                create_time: now,
+                update_time: now,
+            }),
+            Reference::Digest(_) => None,
+        };
+        match self.store.put_manifest(&record, &parsed.links, tag.as_ref()).await {
+            Ok(_) => Ok((record.digest, parsed.subject)),
+            Err(ward_core::Error::NotFound { resource_type, name }) if resource_type == BLOB_TYPE => Err(
+                OciError::new(400, "MANIFEST_BLOB_UNKNOWN", format!("blob unknown to registry: {name}")),
+            ),
+            Err(ward_core::Error::NotFound { resource_type, name }) if resource_type == MANIFEST_TYPE => Err(
+                OciError::new(400, "MANIFEST_BLOB_UNKNOWN", format!("manifest unknown to registry: {name}")),
+            ),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes a manifest (by digest: with its tags) or a tag (by tag).
+    pub async fn oci_delete_manifest(&self, caller: &Caller, t: &Target, reference: &str) -> OciResult<()> {
+        match parse_reference(reference)? {
+            Reference::Digest(d) => {
+                let repo = self.oci_check(caller, t, Capability::ManifestDelete)?;
+                if !self.store.delete_manifest(&repo.uid, d.as_str()).await? {
+                    return Err(OciError::manifest_unknown(d.as_str()));
+                }
+            }
+            Reference::Tag(tag) => {
+                let repo = self.oci_check(caller, t, Capability::TagDelete)?;
+                let found = self
+                    .store
+                    .find_tag(&repo.uid, &tag)
+                    .await?
+                    .ok_or_else(|| OciError::manifest_unknown(&tag))?;
+                let uid = Uidp::parse("tag", &found.uid).map_err(OciError::from)?;
+                self.store.delete_tag(&uid).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A blob's bytes `range` (inclusive start/end from a Range header) or all.
+    pub async fn oci_get_blob(
+        &self,
+        caller: &Caller,
+        t: &Target,
+        digest: &str,
+        range: Option<(Option<u64>, Option<u64>)>,
+        with_body: bool,
+    ) -> OciResult<BlobRead> {
+        let digest = parse_digest(digest)?;
+        let repo = self.oci_check(caller, t, Capability::RepoBlobsGet)?;
+        let size = self
+            .store
+            .repo_blob(&repo.uid, digest.as_str())
+            .await?
+            .ok_or_else(|| OciError::blob_unknown(digest.as_str()))? as u64;
+        let (start, end) = match range {
+            None => (0, size),
+            Some((Some(a), b)) => {
+                let end = b.map_or(size, |b| b.saturating_add(1).min(size));
+                if a >= size || end <= a {
+                    return Err(OciError::new(416, "SIZE_INVALID", format!("the blob has {size} bytes")));
+                }
+                (a, end)
+            }
+            Some((None, Some(n))) => {
+                if n == 0 {
+                    return Err(OciError::new(416, "SIZE_INVALID", format!("the blob has {size} bytes")));
+                }
+                (size.saturating_sub(n), size)
+            }
+            Some((None, None)) => (0, size),
+        };
+        let body = if with_body {
+            Some(
+                self.blobs
+                    .read(&digest, start, end)
+                    .await
+                    .map_err(|e| blob_error(BlobError::Io(e), None))?
+                    .ok_or_else(|| {
+                        tracing::error!(digest = %digest, "a linked blob is missing from the blob store");
+                        OciError::blob_unknown(digest.as_str())
+                    })?,
+            )
+        } else {
+            None
+        };
+        Ok(BlobRead { size, start, end, body })
+    }
+
+    pub async fn oci_delete_blob(&self, caller: &Caller, t: &Target, digest: &str) -> OciResult<()> {
+        let digest = parse_digest(digest)?;
+        let repo = self.oci_check(caller, t, Capability::ManifestDelete)?;
+        if !self.store.unlink_blob(&repo.uid, digest.as_str()).await? {
+            return Err(OciError::blob_unknown(digest.as_str()));
+        }
+        Ok(())
+    }
+
+    /// Links a blob another repo holds (cross-repository mount); false when
+    /// `from` does not hold it or the caller may not pull it there.
+    pub async fn oci_mount(&self, caller: &Caller, repo: &RepoRecord, digest: &Digest, from: &str) -> OciResult<bool> {
+        let Ok(source) = self.oci_target(caller, from).await else {
+            return Ok(false);
+        };
+        let Ok(src) = self.oci_check(caller, &source, Capability::RepoBlobsGet) else {
+            return Ok(false);
+        };
+        let Some(size) = self.store.repo_blob(&src.uid, digest.as_str()).await? else {
+            return Ok(false);
+        };
+        self.store
+            .link_blob(&repo.uid, digest.as_str(), size, self.clock.now_millis())
+            .await?;
+        Ok(true)
+    }
+
+    /// Starts an upload session.
+    pub async fn oci_start_upload(&self, repo: &RepoRecord) -> OciResult<UploadState> {
+        let now = self.clock.now_millis();
+        let u = UploadRecord {
+            uuid: new_upload_id(),
+            repo_uid: repo.uid.clone(),
+            size: 0,
+            create_time: now,
+            update_time: now,
+        };
+        self.store.create_upload(&u).await?;
+        // An empty file now, so the session's bytes exist from the start.
+        let empty: ByteStream = Box::pin(futures_util::stream::empty());
+        self.blobs
+            .append(&u.uuid, 0, empty, self.max_blob_bytes)
+            .await
+            .map_err(|e| blob_error(e, None))?;
+        Ok(UploadState { uuid: u.uuid, size: 0 })
+    }
+
+    /// The session `uuid` of `repo` (NOT_FOUND for another repo's).
+    pub async fn oci_upload(&self, repo: &RepoRecord, uuid: &str) -> OciResult<UploadRecord> {
+        if uuid.len() != 32 || !uuid.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(OciError::upload_unknown());
+        }
+        match self.store.get_upload(uuid).await? {
+            Some(u) if u.repo_uid == repo.uid => Ok(u),
+            _ => Err(OciError::upload_unknown()),
+        }
+    }
+
+    /// Appends a chunk; `start` is where the client says it begins (from
+    /// Content-Range), which must be where the upload is.
+    pub async fn oci_append(&self, upload: &UploadRecord, start: Option<u64>, body: ByteStream) -> OciResult<i64> {
+        if let Some(s) = start
+            && s != upload.size as u64
+        {
+            return Err(OciError::range_invalid(upload.size));
+        }
+        let end = self
+            .blobs
+            .append(&upload.uuid, upload.size as u64, body, self.max_blob_bytes)
+            .await
+            .map_err(|e| blob_error(e, None))? as i64;
+        if end != upload.size
+            && !self
+                .store
+                .advance_upload(&upload.uuid, upload.size, end, self.clock.now_millis())
+                .await?
+        {
+            return Err(OciError::range_invalid(upload.size));
+        }
+        Ok(end)
+    }
+
+    /// Completes an upload as blob `digest` and links it to the repo.
+    pub async fn oci_finish(&self, repo: &RepoRecord, uuid: &str, len: i64, digest: &Digest) -> OciResult<()> {
+        let result = self.blobs.commit(uuid, len as u64, digest).await;
+        self.store.delete_upload(uuid).await?;
+        let size = result.map_err(|e| blob_error(e, Some(digest)))?;
+        self.store
+            .link_blob(&repo.uid, digest.as_str(), size as i64, self.clock.now_millis())
+            .await?;
+        Ok(())
+    }
+
+    /// A whole blob in one request (POST or PUT with `?digest=`).
+    pub async fn oci_put_blob(&self, repo: &RepoRecord, digest: &Digest, body: ByteStream) -> OciResult<()> {
+        let id = new_upload_id();
+        let len = self
+            .blobs
+            .append(&id, 0, body, self.max_blob_bytes)
+            .await
+            .map_err(|e| blob_error(e, None));
+        let len = match len {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = self.blobs.cancel(&id).await;
+                return Err(e);
+            }
+        };
+        let size = self
+            .blobs
+            .commit(&id, len, digest)
+            .await
+            .map_err(|e| blob_error(e, Some(digest)))?;
+        self.store
+            .link_blob(&repo.uid, digest.as_str(), size as i64, self.clock.now_millis())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn oci_cancel_upload(&self, upload: &UploadRecord) -> OciResult<()> {
+        self.store.delete_upload(&upload.uuid).await?;
+        self.blobs
+            .cancel(&upload.uuid)
+            .await
+            .map_err(|e| blob_error(BlobError::Io(e), None))
+    }
+
+    /// One page of tag names (after `last`).
+    pub async fn oci_tags(&self, caller: &Caller, t: &Target, n: u32, last: Option<&str>) -> OciResult<Vec<String>> {
+        let repo = self.oci_check(caller, t, Capability::TagList)?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self.store.tag_names(&repo.uid, last, n.min(MAX_PAGE)).await?)
+    }
+
+    /// One page of `<org uid>/<name>` the caller may list, after `last`.
+    pub async fn oci_catalog(&self, caller: &Caller, n: u32, last: Option<&str>) -> OciResult<Vec<String>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let visible = self.visible_scopes(caller, Capability::RepoList);
+        let after = last.and_then(|l| l.split_once('/'));
+        let rows = self
+            .store
+            .catalog(visible.as_deref(), after, n.min(MAX_PAGE))
+            .await?;
+        Ok(rows.into_iter().map(|(org, name)| format!("{org}/{name}")).collect())
+    }
+
+    /// The referrers index of `digest`, optionally filtered by artifact type.
+    pub async fn oci_referrers(
+        &self,
+        caller: &Caller,
+        t: &Target,
+        digest: &str,
+        artifact_type: Option<&str>,
+    ) -> OciResult<Value> {
+        let digest = parse_digest(digest)?;
+        let found = match &t.repo {
+            Some(_) => {
+                let repo = self.oci_check(caller, t, Capability::ReferrersList)?;
+                self.store.referrers(&repo.uid, digest.as_str(), MAX_REFERRERS).await?
+            }
+            // Nothing was pushed there yet: nothing refers to anything.
+            None => Vec::new(),
+        };
+        let manifests: Vec<Value> = found
+            .into_iter()
+            .filter(|m| artifact_type.is_none_or(|a| a == m.artifact_type))
+            .map(|m| {
+                let mut d = json!({"mediaType": m.media_type, "digest": m.digest, "size": m.size});
+                if !m.artifact_type.is_empty() {
+                    d["artifactType"] = json!(m.artifact_type);
+                }
+                if let Ok(a @ Value::Object(_)) = serde_json::from_str::<Value>(&m.annotations) {
+                    d["annotations"] = a;
+                }
+                d
+            })
+            .collect();
+        Ok(json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(c: char) -> String {
+        format!("sha256:{}", c.to_string().repeat(64))
+    }
+
+    #[test]
+    fn manifests_parse_and_name_what_they_need() {
+        let m = json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": d('a'), "size": 2},
+            "layers": [{"mediaType": "x", "digest": d('b'), "size": 3},
+                       {"mediaType": "application/vnd.oci.image.layer.nondistributable.v1.tar", "digest": d('c'), "size": 3}],
+            "subject": {"mediaType": OCI_MANIFEST, "digest": d('e'), "size": 9},
+            "annotations": {"k": "v"}});
+        let p = parse_manifest(m.to_string().as_bytes(), None).unwrap();
+        assert_eq!(p.links.blobs, vec![d('a'), d('b')]);
+        assert_eq!(p.subject, Some(d('e')));
+        assert_eq!(p.artifact_type, "application/vnd.oci.image.config.v1+json");
+        assert_eq!(p.annotations, r#"{"k":"v"}"#);
+        let i = json!({"schemaVersion": 2, "manifests": [{"mediaType": OCI_MANIFEST, "digest": d('f'), "size": 1}]});
+        let p = parse_manifest(i.to_string().as_bytes(), Some(OCI_INDEX)).unwrap();
+        assert_eq!(p.links.manifests, vec![d('f')]);
+        for bad in [
+            "nope".to_string(),
+            "[]".into(),
+            json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST}).to_string(),
+            json!({"schemaVersion": 1, "mediaType": OCI_MANIFEST, "config": {"digest": d('a'), "size": 1}}).to_string(),
+            json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {"digest": "sha256:x", "size": 1}}).to_string(),
+            json!({"schemaVersion": 2, "mediaType": "text/plain"}).to_string(),
+        ] {
+            assert!(parse_manifest(bad.as_bytes(), None).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn references_and_digests() {
+        assert!(matches!(parse_reference("latest"), Ok(Reference::Tag(_))));
+        assert!(matches!(parse_reference(&d('a')), Ok(Reference::Digest(_))));
+        assert_eq!(parse_reference("sha256:zz").err().map(|e| e.code), Some("DIGEST_INVALID"));
+        assert_eq!(parse_reference("-bad").err().map(|e| e.code), Some("MANIFEST_INVALID"));
+        assert_eq!(parse_digest("md5:abc").err().map(|e| e.code), Some("UNSUPPORTED"));
+        assert_eq!(parse_digest("sha256:abc").err().map(|e| e.status), Some(400));
+    }
+}

@@ -1,0 +1,122 @@
+//! Repo readmes: Markdown, stored sanitized. Raw HTML inside the Markdown is
+//! passed through ammonia (tags and attributes outside its allow-list, event
+//! handlers, scripts and styles removed), and links and images may only use
+//! http, https, mailto or relative targets, so a console that renders the
+//! readme renders nothing executable.
+
+use pulldown_cmark::{Event, Parser, Tag};
+use ward_core::rpc;
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+use ward_proto::registry::v2::{GetRepoReadmeRequest, RepoReadme};
+
+use crate::authz::Caller;
+use crate::services::UpdateMask;
+use crate::ward::Ward;
+
+/// Longest readme stored, in bytes.
+pub const MAX_README_BYTES: usize = 256 * 1024;
+
+fn safe_url(url: &str) -> bool {
+    let lower = url.trim().to_ascii_lowercase();
+    match lower.split_once(':') {
+        // A colon before any '/', '?' or '#' starts a scheme.
+        Some((scheme, _)) if !scheme.contains(['/', '?', '#']) => {
+            matches!(scheme, "http" | "https" | "mailto")
+        }
+        _ => true,
+    }
+}
+
+/// The Markdown with its raw HTML sanitized; INVALID_ARGUMENT for a link or
+/// image with an unsafe scheme.
+pub fn sanitize(markdown: &str) -> Result<String> {
+    let mut out = String::with_capacity(markdown.len());
+    let mut copied = 0;
+    for (event, range) in Parser::new(markdown).into_offset_iter() {
+        match event {
+            Event::Html(_) | Event::InlineHtml(_) => {
+                out.push_str(&markdown[copied..range.start]);
+                out.push_str(&ammonia::clean(&markdown[range.clone()]));
+                copied = range.end;
+            }
+            Event::Start(Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. }) if !safe_url(&dest_url) => {
+                return Err(Error::invalid(
+                    "content",
+                    format!(
+                        "unsafe link target \"{}\": links and images may use http, https, mailto or relative URLs",
+                        ward_core::names::echo(&dest_url)
+                    ),
+                ));
+            }
+            _ => {}
+        }
+    }
+    if copied < markdown.len() {
+        out.push_str(&markdown[copied..]);
+    }
+    Ok(out)
+}
+
+impl Ward {
+    pub async fn get_repo_readme(&self, caller: &Caller, req: GetRepoReadmeRequest) -> Result<RepoReadme> {
+        let uid = Uidp::parse("uid", &req.uid)?;
+        self.authorized_repo(caller, &rpc::GET_REPO_README, &uid).await?;
+        let content = self.store.repo_readme(&uid).await?.unwrap_or_default();
+        Ok(RepoReadme {
+            uid: uid.into(),
+            content,
+        })
+    }
+
+    pub async fn update_repo_readme(&self, caller: &Caller, readme: RepoReadme, mask: UpdateMask) -> Result<RepoReadme> {
+        let uid = Uidp::parse("repo_readme.uid", &readme.uid)?;
+        self.authorized_repo(caller, &rpc::UPDATE_REPO_README, &uid).await?;
+        let fields = ward_core::fieldmask::Updatable {
+            mutable: &["content"],
+            output_only: &["uid"],
+            immutable: &[],
+        };
+        let mask = mask.resolve(&fields, &[("content", !readme.content.is_empty())])?;
+        if !mask.contains("content") {
+            return self.get_repo_readme(caller, GetRepoReadmeRequest { uid: uid.into() }).await;
+        }
+        if readme.content.len() > MAX_README_BYTES {
+            return Err(Error::invalid(
+                "content",
+                format!("a readme holds at most {MAX_README_BYTES} bytes"),
+            ));
+        }
+        let content = sanitize(&readme.content)?;
+        self.store
+            .set_repo_readme(&uid, &content, self.clock.now_millis())
+            .await?;
+        Ok(RepoReadme {
+            uid: uid.into(),
+            content,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sanitize;
+
+    #[test]
+    fn raw_html_is_cleaned_and_markdown_kept() {
+        let md = "# Title\n\nSome *text* and <b onclick=\"x()\">bold</b>.\n\n<script>alert(1)</script>\n\n[ok](https://example.com)\n";
+        let s = sanitize(md).unwrap();
+        assert!(s.starts_with("# Title\n\nSome *text* and <b>"), "{s}");
+        assert!(!s.contains("onclick") && !s.contains("<script") && !s.contains("alert(1)"), "{s}");
+        assert!(s.contains("[ok](https://example.com)"));
+        assert_eq!(sanitize("plain `code` text").unwrap(), "plain `code` text");
+    }
+
+    #[test]
+    fn unsafe_links_are_refused() {
+        assert!(sanitize("[x](javascript:alert(1))").is_err());
+        assert!(sanitize("![x](JaVaScRiPt:alert(1))").is_err());
+        assert!(sanitize("[x](data:text/html,hi)").is_err());
+        assert!(sanitize("[x](/relative/path) [y](#anchor) [z](mailto:a@b.c)").is_ok());
+    }
+}

@@ -1,0 +1,183 @@
+//! The registry's storage: repos, their manifests (bytes included: they are
+//! small, bounded, and must commit atomically with their tags), tags, which
+//! blobs each repo may serve, and upload sessions. Blob bytes live in a blob
+//! store (`ward-blob`); only their digests and sizes are here.
+
+use async_trait::async_trait;
+use ward_core::listing::{ListQuery, Page};
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+
+pub const REPO_TYPE: &str = ward_core::rpc::Kind::Repo.type_name();
+pub const TAG_TYPE: &str = ward_core::rpc::Kind::Tag.type_name();
+/// NOT_FOUND types the OCI transport maps to its own error codes.
+pub const BLOB_TYPE: &str = "oci/blob";
+pub const MANIFEST_TYPE: &str = "oci/manifest";
+pub const UPLOAD_TYPE: &str = "oci/upload";
+
+/// A stored repo. `bundles`, `aliases` and `active_tags` are JSON arrays.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct RepoRecord {
+    pub uid: String,
+    pub parent_uid: String,
+    /// The organization (first UIDP segment): names are unique within it.
+    pub org_uid: String,
+    pub name: String,
+    pub description: String,
+    pub catalog_tier: i64,
+    pub bundles: String,
+    pub aliases: String,
+    pub active_tags: String,
+    pub create_time: i64,
+    pub update_time: i64,
+}
+
+/// Fields a repo update sets; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct RepoPatch {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub catalog_tier: Option<i64>,
+    pub bundles: Option<String>,
+    pub aliases: Option<String>,
+    pub active_tags: Option<String>,
+}
+
+/// A stored tag; `parent_uid` is its repo.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct TagRecord {
+    pub uid: String,
+    pub parent_uid: String,
+    pub name: String,
+    pub digest: String,
+    pub create_time: i64,
+    pub update_time: i64,
+}
+
+/// A manifest as stored in one repo.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct ManifestRecord {
+    pub repo_uid: String,
+    pub digest: String,
+    pub media_type: String,
+    /// The manifest's `artifactType`, else its config's media type ("" if none).
+    pub artifact_type: String,
+    /// The digest of its `subject`, for the referrers API.
+    pub subject: Option<String>,
+    /// The manifest's `annotations` as JSON ("" if none).
+    pub annotations: String,
+    /// The manifest's bytes (empty in referrer listings).
+    pub content: Vec<u8>,
+    pub create_time: i64,
+    /// Length of the stored bytes.
+    pub size: i64,
+}
+
+/// What a manifest push names besides itself.
+#[derive(Clone, Debug, Default)]
+pub struct ManifestLinks {
+    /// Blobs (config and layers) that must be in the repo.
+    pub blobs: Vec<String>,
+    /// Manifests (an index's children) that must be in the repo.
+    pub manifests: Vec<String>,
+}
+
+/// An upload session.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct UploadRecord {
+    pub uuid: String,
+    pub repo_uid: String,
+    /// Bytes received so far.
+    pub size: i64,
+    pub create_time: i64,
+    pub update_time: i64,
+}
+
+#[async_trait]
+pub trait RegistryStore: Send + Sync + 'static {
+    /// NOT_FOUND if the group is gone; ALREADY_EXISTS if the organization
+    /// already has a repo of that name.
+    async fn create_repo(&self, repo: &RepoRecord) -> Result<()>;
+    async fn get_repo(&self, uid: &Uidp) -> Result<Option<RepoRecord>>;
+    /// The repo named `name` in organization `org_uid`.
+    async fn find_repo(&self, org_uid: &str, name: &str) -> Result<Option<RepoRecord>>;
+    /// ALREADY_EXISTS when renamed onto another repo's name.
+    async fn update_repo(&self, uid: &Uidp, patch: &RepoPatch, now_ms: i64) -> Result<RepoRecord>;
+    /// Deletes the repo with its tags, manifests, blob links and uploads.
+    async fn delete_repo(&self, uid: &Uidp) -> Result<()>;
+    async fn list_repos(&self, query: &ListQuery) -> Result<Page<RepoRecord>>;
+    /// `(org_uid, name)` of repos in `visible` (None: all) after `after`, in
+    /// that order: the OCI catalog.
+    async fn catalog(
+        &self,
+        visible: Option<&[Uidp]>,
+        after: Option<(&str, &str)>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>>;
+    async fn repo_readme(&self, uid: &Uidp) -> Result<Option<String>>;
+    async fn set_repo_readme(&self, uid: &Uidp, content: &str, now_ms: i64) -> Result<()>;
+
+    /// Records that the repo holds the blob (after its bytes are stored).
+    async fn link_blob(&self, repo_uid: &str, digest: &str, size: i64, now_ms: i64) -> Result<()>;
+    /// The blob's size if the repo holds it.
+    async fn repo_blob(&self, repo_uid: &str, digest: &str) -> Result<Option<i64>>;
+    /// Whether a link was removed.
+    async fn unlink_blob(&self, repo_uid: &str, digest: &str) -> Result<bool>;
+
+    /// Stores a manifest (idempotent by digest) and, with `tag`, points the
+    /// tag at it, in one transaction. NOT_FOUND (`BLOB_TYPE` / `MANIFEST_TYPE`)
+    /// naming the first linked blob or child the repo does not hold. Returns
+    /// the tag as stored.
+    async fn put_manifest(
+        &self,
+        manifest: &ManifestRecord,
+        links: &ManifestLinks,
+        tag: Option<&TagRecord>,
+    ) -> Result<Option<TagRecord>>;
+    async fn get_manifest(&self, repo_uid: &str, digest: &str) -> Result<Option<ManifestRecord>>;
+    /// Deletes a manifest and the tags that point at it; whether it existed.
+    async fn delete_manifest(&self, repo_uid: &str, digest: &str) -> Result<bool>;
+    /// Manifests in the repo whose subject is `digest` (content omitted), at most `limit`.
+    async fn referrers(&self, repo_uid: &str, digest: &str, limit: u32) -> Result<Vec<ManifestRecord>>;
+
+    /// Creates the tag, or re-points the existing tag of that name (keeping its
+    /// uid and create time). NOT_FOUND (`MANIFEST_TYPE`) if the repo does not
+    /// hold the digest.
+    async fn put_tag(&self, tag: &TagRecord) -> Result<TagRecord>;
+    async fn get_tag(&self, uid: &Uidp) -> Result<Option<TagRecord>>;
+    async fn find_tag(&self, repo_uid: &str, name: &str) -> Result<Option<TagRecord>>;
+    /// Whether a tag was deleted.
+    async fn delete_tag(&self, uid: &Uidp) -> Result<bool>;
+    async fn list_tags(&self, query: &ListQuery) -> Result<Page<TagRecord>>;
+    /// Tag names of a repo after `last`, in order, at most `limit`.
+    async fn tag_names(&self, repo_uid: &str, last: Option<&str>, limit: u32) -> Result<Vec<String>>;
+
+    async fn create_upload(&self, upload: &UploadRecord) -> Result<()>;
+    async fn get_upload(&self, uuid: &str) -> Result<Option<UploadRecord>>;
+    /// Moves an upload from `from` bytes to `to`; false if it was not at `from`
+    /// (another request appended meanwhile) or is gone.
+    async fn advance_upload(&self, uuid: &str, from: i64, to: i64, now_ms: i64) -> Result<bool>;
+    /// Whether an upload was deleted.
+    async fn delete_upload(&self, uuid: &str) -> Result<bool>;
+
+    /// Blobs no repo links and no manifest names, created before `before_ms`.
+    async fn unreferenced_blobs(&self, before_ms: i64, limit: u32) -> Result<Vec<String>>;
+    /// Forgets a blob if it is still unreferenced; whether it did.
+    async fn forget_blob(&self, digest: &str) -> Result<bool>;
+    /// Uploads last touched before `before_ms`.
+    async fn stale_uploads(&self, before_ms: i64, limit: u32) -> Result<Vec<String>>;
+}
+
+/// The repo-name conflict error.
+pub(crate) fn repo_exists(org: &str, name: &str) -> Error {
+    Error::AlreadyExists {
+        resource_type: REPO_TYPE,
+        name: format!("{org}/{name}"),
+    }
+}
+
+/// Postgres/SQLite text of a `TagClass` flag triple, for inserts.
+pub(crate) fn tag_flags(name: &str) -> (bool, bool, bool) {
+    let c = ward_core::registry::TagClass::of(name);
+    (c.referrer, c.dated, c.epoch)
+}

@@ -1,0 +1,552 @@
+//! The registry tables on SQLite.
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
+use ward_core::listing::{ListQuery, Page};
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+
+use super::{SqliteStore, exists, values};
+use crate::registry::{
+    BLOB_TYPE, MANIFEST_TYPE, ManifestLinks, ManifestRecord, REPO_TYPE, RegistryStore, RepoPatch, RepoRecord,
+    TagRecord, UploadRecord, repo_exists, tag_flags,
+};
+use crate::sql::{self, Dialect, REPO_COLUMNS, TAG_COLUMNS};
+use crate::GROUP_TYPE;
+
+/// Columns a manifest is inserted with; selects add its size.
+const MANIFEST_COLUMNS: &str =
+    "repo_uid, digest, media_type, artifact_type, subject, annotations, content, create_time";
+const MANIFEST_SELECT: &str =
+    "repo_uid, digest, media_type, artifact_type, subject, annotations, content, create_time, length(content)";
+
+fn repo_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RepoRecord> {
+    Ok(RepoRecord {
+        uid: r.get(0)?,
+        parent_uid: r.get(1)?,
+        org_uid: r.get(2)?,
+        name: r.get(3)?,
+        description: r.get(4)?,
+        catalog_tier: r.get(5)?,
+        bundles: r.get(6)?,
+        aliases: r.get(7)?,
+        active_tags: r.get(8)?,
+        create_time: r.get(9)?,
+        update_time: r.get(10)?,
+    })
+}
+
+fn tag_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TagRecord> {
+    Ok(TagRecord {
+        uid: r.get(0)?,
+        parent_uid: r.get(1)?,
+        name: r.get(2)?,
+        digest: r.get(3)?,
+        create_time: r.get(4)?,
+        update_time: r.get(5)?,
+    })
+}
+
+fn manifest_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ManifestRecord> {
+    Ok(ManifestRecord {
+        repo_uid: r.get(0)?,
+        digest: r.get(1)?,
+        media_type: r.get(2)?,
+        artifact_type: r.get(3)?,
+        subject: r.get(4)?,
+        annotations: r.get(5)?,
+        content: r.get(6)?,
+        create_time: r.get(7)?,
+        size: r.get(8)?,
+    })
+}
+
+fn find_repo(c: &Connection, org: &str, name: &str) -> rusqlite::Result<Option<RepoRecord>> {
+    c.prepare_cached(&format!(
+        "SELECT {REPO_COLUMNS} FROM repos WHERE org_uid = ?1 AND name = ?2"
+    ))?
+    .query_row([org, name], repo_from_row)
+    .optional()
+}
+
+fn has_manifest(c: &Connection, repo: &str, digest: &str) -> rusqlite::Result<bool> {
+    Ok(c.prepare_cached("SELECT 1 FROM manifests WHERE repo_uid = ?1 AND digest = ?2")?
+        .query_row([repo, digest], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// Inserts or re-points a tag inside a transaction; returns it as stored.
+fn upsert_tag(c: &Connection, t: &TagRecord) -> rusqlite::Result<TagRecord> {
+    let (referrer, dated, epoch) = tag_flags(&t.name);
+    c.prepare_cached(&format!(
+        "INSERT INTO tags (uid, parent_uid, name, digest, is_referrer, is_dated, is_epoch, create_time, update_time) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+         ON CONFLICT (parent_uid, name) DO UPDATE SET digest = excluded.digest, \
+         update_time = CASE WHEN tags.digest = excluded.digest THEN tags.update_time \
+                            WHEN excluded.update_time > tags.update_time THEN excluded.update_time \
+                            ELSE tags.update_time + 1 END \
+         RETURNING {TAG_COLUMNS}"
+    ))?
+    .query_row(
+        params![
+            t.uid,
+            t.parent_uid,
+            t.name,
+            t.digest,
+            referrer,
+            dated,
+            epoch,
+            t.create_time,
+            t.update_time
+        ],
+        tag_from_row,
+    )
+}
+
+#[async_trait]
+impl RegistryStore for SqliteStore {
+    async fn create_repo(&self, r: &RepoRecord) -> Result<()> {
+        let r = r.clone();
+        self.write("create repo", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !exists(&tx, "groups", &r.parent_uid)? {
+                return Ok(Err(Error::not_found(GROUP_TYPE, r.parent_uid.clone())));
+            }
+            if find_repo(&tx, &r.org_uid, &r.name)?.is_some() {
+                return Ok(Err(repo_exists(&r.org_uid, &r.name)));
+            }
+            tx.execute(
+                &format!("INSERT INTO repos ({REPO_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+                params![
+                    r.uid,
+                    r.parent_uid,
+                    r.org_uid,
+                    r.name,
+                    r.description,
+                    r.catalog_tier,
+                    r.bundles,
+                    r.aliases,
+                    r.active_tags,
+                    r.create_time,
+                    r.update_time
+                ],
+            )?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn get_repo(&self, uid: &Uidp) -> Result<Option<RepoRecord>> {
+        self.get_one("get repo", "repos", REPO_COLUMNS, uid, repo_from_row).await
+    }
+
+    async fn find_repo(&self, org_uid: &str, name: &str) -> Result<Option<RepoRecord>> {
+        let (org, name) = (org_uid.to_owned(), name.to_owned());
+        self.read("find repo", move |c| find_repo(c, &org, &name)).await
+    }
+
+    async fn update_repo(&self, uid: &Uidp, p: &RepoPatch, now_ms: i64) -> Result<RepoRecord> {
+        let (key, p) = (uid.as_str().to_owned(), p.clone());
+        self.write("update repo", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let Some(cur) = tx
+                .prepare_cached(&format!("SELECT {REPO_COLUMNS} FROM repos WHERE uid = ?1"))?
+                .query_row([&key], repo_from_row)
+                .optional()?
+            else {
+                return Ok(Err(Error::not_found(REPO_TYPE, key)));
+            };
+            if let Some(name) = &p.name
+                && *name != cur.name
+                && find_repo(&tx, &cur.org_uid, name)?.is_some()
+            {
+                return Ok(Err(repo_exists(&cur.org_uid, name)));
+            }
+            let row = tx
+                .prepare_cached(&format!(
+                    "UPDATE repos SET name = COALESCE(?1, name), description = COALESCE(?2, description), \
+                     catalog_tier = COALESCE(?3, catalog_tier), bundles = COALESCE(?4, bundles), \
+                     aliases = COALESCE(?5, aliases), active_tags = COALESCE(?6, active_tags), \
+                     update_time = CASE WHEN ?7 > update_time THEN ?7 ELSE update_time + 1 END \
+                     WHERE uid = ?8 RETURNING {REPO_COLUMNS}"
+                ))?
+                .query_row(
+                    params![
+                        p.name,
+                        p.description,
+                        p.catalog_tier,
+                        p.bundles,
+                        p.aliases,
+                        p.active_tags,
+                        now_ms,
+                        key
+                    ],
+                    repo_from_row,
+                )?;
+            tx.commit()?;
+            Ok(Ok(row))
+        })
+        .await?
+    }
+
+    async fn delete_repo(&self, uid: &Uidp) -> Result<()> {
+        let u = uid.as_str().to_owned();
+        let n = self
+            .write("delete repo", move |c| {
+                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                // Tags first: their foreign key names the manifests.
+                tx.execute("DELETE FROM tags WHERE parent_uid = ?1", [&u])?;
+                let n = tx.execute("DELETE FROM repos WHERE uid = ?1", [&u])?;
+                tx.commit()?;
+                Ok(n)
+            })
+            .await?;
+        if n == 0 {
+            return Err(Error::not_found(REPO_TYPE, uid.as_str()));
+        }
+        Ok(())
+    }
+
+    async fn list_repos(&self, q: &ListQuery) -> Result<Page<RepoRecord>> {
+        self.list("list repos", "repos", REPO_COLUMNS, q, repo_from_row).await
+    }
+
+    async fn catalog(
+        &self,
+        visible: Option<&[Uidp]>,
+        after: Option<(&str, &str)>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>> {
+        let q = sql::catalog(Dialect::Sqlite, visible, after, limit);
+        self.read("catalog", move |c| {
+            c.prepare_cached(&q.sql)?
+                .query_map(params_from_iter(values(q.binds)), |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+        })
+        .await
+    }
+
+    async fn repo_readme(&self, uid: &Uidp) -> Result<Option<String>> {
+        let u = uid.as_str().to_owned();
+        self.read("repo readme", move |c| {
+            c.prepare_cached("SELECT readme FROM repos WHERE uid = ?1")?
+                .query_row([u], |r| r.get(0))
+                .optional()
+        })
+        .await
+    }
+
+    async fn set_repo_readme(&self, uid: &Uidp, content: &str, now_ms: i64) -> Result<()> {
+        let (u, content) = (uid.as_str().to_owned(), content.to_owned());
+        let n = self
+            .write("set repo readme", move |c| {
+                c.execute(
+                    "UPDATE repos SET readme = ?1, \
+                     update_time = CASE WHEN ?2 > update_time THEN ?2 ELSE update_time + 1 END WHERE uid = ?3",
+                    params![content, now_ms, u],
+                )
+            })
+            .await?;
+        if n == 0 {
+            return Err(Error::not_found(REPO_TYPE, uid.as_str()));
+        }
+        Ok(())
+    }
+
+    async fn link_blob(&self, repo_uid: &str, digest: &str, size: i64, now_ms: i64) -> Result<()> {
+        let (repo, digest) = (repo_uid.to_owned(), digest.to_owned());
+        self.write("link blob", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !exists(&tx, "repos", &repo)? {
+                return Ok(Err(Error::not_found(REPO_TYPE, repo)));
+            }
+            tx.execute(
+                "INSERT INTO blobs (digest, size, create_time) VALUES (?1, ?2, ?3) ON CONFLICT (digest) DO NOTHING",
+                params![digest, size, now_ms],
+            )?;
+            tx.execute(
+                "INSERT INTO repo_blobs (repo_uid, digest, create_time) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (repo_uid, digest) DO NOTHING",
+                params![repo, digest, now_ms],
+            )?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn repo_blob(&self, repo_uid: &str, digest: &str) -> Result<Option<i64>> {
+        let (repo, digest) = (repo_uid.to_owned(), digest.to_owned());
+        self.read("repo blob", move |c| {
+            c.prepare_cached(
+                "SELECT b.size FROM repo_blobs rb JOIN blobs b ON b.digest = rb.digest \
+                 WHERE rb.repo_uid = ?1 AND rb.digest = ?2",
+            )?
+            .query_row([repo, digest], |r| r.get(0))
+            .optional()
+        })
+        .await
+    }
+
+    async fn unlink_blob(&self, repo_uid: &str, digest: &str) -> Result<bool> {
+        let (repo, digest) = (repo_uid.to_owned(), digest.to_owned());
+        self.write("unlink blob", move |c| {
+            Ok(c.execute(
+                "DELETE FROM repo_blobs WHERE repo_uid = ?1 AND digest = ?2",
+                [repo, digest],
+            )? > 0)
+        })
+        .await
+    }
+
+    async fn put_manifest(
+        &self,
+        m: &ManifestRecord,
+        links: &ManifestLinks,
+        tag: Option<&TagRecord>,
+    ) -> Result<Option<TagRecord>> {
+        let (m, links, tag) = (m.clone(), links.clone(), tag.cloned());
+        self.write("put manifest", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !exists(&tx, "repos", &m.repo_uid)? {
+                return Ok(Err(Error::not_found(REPO_TYPE, m.repo_uid.clone())));
+            }
+            for b in &links.blobs {
+                let linked = tx
+                    .prepare_cached("SELECT 1 FROM repo_blobs WHERE repo_uid = ?1 AND digest = ?2")?
+                    .query_row([&m.repo_uid, b], |_| Ok(()))
+                    .optional()?;
+                if linked.is_none() {
+                    return Ok(Err(Error::not_found(BLOB_TYPE, b.clone())));
+                }
+            }
+            for child in &links.manifests {
+                if !has_manifest(&tx, &m.repo_uid, child)? {
+                    return Ok(Err(Error::not_found(MANIFEST_TYPE, child.clone())));
+                }
+            }
+            let inserted = tx.execute(
+                &format!(
+                    "INSERT INTO manifests ({MANIFEST_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+                     ON CONFLICT (repo_uid, digest) DO NOTHING"
+                ),
+                params![
+                    m.repo_uid,
+                    m.digest,
+                    m.media_type,
+                    m.artifact_type,
+                    m.subject,
+                    m.annotations,
+                    m.content,
+                    m.create_time
+                ],
+            )?;
+            if inserted > 0 {
+                for target in links.blobs.iter().chain(&links.manifests) {
+                    tx.execute(
+                        "INSERT INTO manifest_refs (repo_uid, manifest_digest, target) VALUES (?1, ?2, ?3) \
+                         ON CONFLICT DO NOTHING",
+                        [&m.repo_uid, &m.digest, target],
+                    )?;
+                }
+            }
+            let tag = match &tag {
+                Some(t) => Some(upsert_tag(&tx, t)?),
+                None => None,
+            };
+            tx.commit()?;
+            Ok(Ok(tag))
+        })
+        .await?
+    }
+
+    async fn get_manifest(&self, repo_uid: &str, digest: &str) -> Result<Option<ManifestRecord>> {
+        let (repo, digest) = (repo_uid.to_owned(), digest.to_owned());
+        self.read("get manifest", move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {MANIFEST_SELECT} FROM manifests WHERE repo_uid = ?1 AND digest = ?2"
+            ))?
+            .query_row([repo, digest], manifest_from_row)
+            .optional()
+        })
+        .await
+    }
+
+    async fn delete_manifest(&self, repo_uid: &str, digest: &str) -> Result<bool> {
+        let (repo, digest) = (repo_uid.to_owned(), digest.to_owned());
+        self.write("delete manifest", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute(
+                "DELETE FROM tags WHERE parent_uid = ?1 AND digest = ?2",
+                [&repo, &digest],
+            )?;
+            let n = tx.execute(
+                "DELETE FROM manifests WHERE repo_uid = ?1 AND digest = ?2",
+                [&repo, &digest],
+            )?;
+            tx.commit()?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn referrers(&self, repo_uid: &str, digest: &str, limit: u32) -> Result<Vec<ManifestRecord>> {
+        let (repo, digest) = (repo_uid.to_owned(), digest.to_owned());
+        self.read("referrers", move |c| {
+            c.prepare_cached(
+                "SELECT repo_uid, digest, media_type, artifact_type, subject, annotations, x'', create_time, \
+                 length(content) FROM manifests WHERE repo_uid = ?1 AND subject = ?2 ORDER BY digest LIMIT ?3",
+            )?
+            .query_map(params![repo, digest, limit], manifest_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn put_tag(&self, t: &TagRecord) -> Result<TagRecord> {
+        let t = t.clone();
+        self.write("put tag", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !exists(&tx, "repos", &t.parent_uid)? {
+                return Ok(Err(Error::not_found(REPO_TYPE, t.parent_uid.clone())));
+            }
+            if !has_manifest(&tx, &t.parent_uid, &t.digest)? {
+                return Ok(Err(Error::not_found(MANIFEST_TYPE, t.digest.clone())));
+            }
+            let row = upsert_tag(&tx, &t)?;
+            tx.commit()?;
+            Ok(Ok(row))
+        })
+        .await?
+    }
+
+    async fn get_tag(&self, uid: &Uidp) -> Result<Option<TagRecord>> {
+        self.get_one("get tag", "tags", TAG_COLUMNS, uid, tag_from_row).await
+    }
+
+    async fn find_tag(&self, repo_uid: &str, name: &str) -> Result<Option<TagRecord>> {
+        let (repo, name) = (repo_uid.to_owned(), name.to_owned());
+        self.read("find tag", move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {TAG_COLUMNS} FROM tags WHERE parent_uid = ?1 AND name = ?2"
+            ))?
+            .query_row([repo, name], tag_from_row)
+            .optional()
+        })
+        .await
+    }
+
+    async fn delete_tag(&self, uid: &Uidp) -> Result<bool> {
+        let u = uid.as_str().to_owned();
+        self.write("delete tag", move |c| {
+            Ok(c.execute("DELETE FROM tags WHERE uid = ?1", [u])? > 0)
+        })
+        .await
+    }
+
+    async fn list_tags(&self, q: &ListQuery) -> Result<Page<TagRecord>> {
+        self.list("list tags", "tags", TAG_COLUMNS, q, tag_from_row).await
+    }
+
+    async fn tag_names(&self, repo_uid: &str, last: Option<&str>, limit: u32) -> Result<Vec<String>> {
+        let (repo, last) = (repo_uid.to_owned(), last.unwrap_or("").to_owned());
+        self.read("tag names", move |c| {
+            c.prepare_cached("SELECT name FROM tags WHERE parent_uid = ?1 AND name > ?2 ORDER BY name LIMIT ?3")?
+                .query_map(params![repo, last, limit], |r| r.get(0))?
+                .collect()
+        })
+        .await
+    }
+
+    async fn create_upload(&self, u: &UploadRecord) -> Result<()> {
+        let u = u.clone();
+        self.write("create upload", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !exists(&tx, "repos", &u.repo_uid)? {
+                return Ok(Err(Error::not_found(REPO_TYPE, u.repo_uid.clone())));
+            }
+            tx.execute(
+                "INSERT INTO uploads (uuid, repo_uid, size, create_time, update_time) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![u.uuid, u.repo_uid, u.size, u.create_time, u.update_time],
+            )?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn get_upload(&self, uuid: &str) -> Result<Option<UploadRecord>> {
+        let id = uuid.to_owned();
+        self.read("get upload", move |c| {
+            c.prepare_cached("SELECT uuid, repo_uid, size, create_time, update_time FROM uploads WHERE uuid = ?1")?
+                .query_row([id], |r| {
+                    Ok(UploadRecord {
+                        uuid: r.get(0)?,
+                        repo_uid: r.get(1)?,
+                        size: r.get(2)?,
+                        create_time: r.get(3)?,
+                        update_time: r.get(4)?,
+                    })
+                })
+                .optional()
+        })
+        .await
+    }
+
+    async fn advance_upload(&self, uuid: &str, from: i64, to: i64, now_ms: i64) -> Result<bool> {
+        let id = uuid.to_owned();
+        self.write("advance upload", move |c| {
+            Ok(c.execute(
+                "UPDATE uploads SET size = ?1, update_time = ?2 WHERE uuid = ?3 AND size = ?4",
+                params![to, now_ms, id, from],
+            )? > 0)
+        })
+        .await
+    }
+
+    async fn delete_upload(&self, uuid: &str) -> Result<bool> {
+        let id = uuid.to_owned();
+        self.write("delete upload", move |c| {
+            Ok(c.execute("DELETE FROM uploads WHERE uuid = ?1", [id])? > 0)
+        })
+        .await
+    }
+
+    async fn unreferenced_blobs(&self, before_ms: i64, limit: u32) -> Result<Vec<String>> {
+        self.read("unreferenced blobs", move |c| {
+            c.prepare_cached(
+                "SELECT digest FROM blobs b WHERE create_time < ?1 \
+                 AND NOT EXISTS (SELECT 1 FROM repo_blobs rb WHERE rb.digest = b.digest) \
+                 AND NOT EXISTS (SELECT 1 FROM manifest_refs mr WHERE mr.target = b.digest) \
+                 ORDER BY digest LIMIT ?2",
+            )?
+            .query_map(params![before_ms, limit], |r| r.get(0))?
+            .collect()
+        })
+        .await
+    }
+
+    async fn forget_blob(&self, digest: &str) -> Result<bool> {
+        let d = digest.to_owned();
+        self.write("forget blob", move |c| {
+            Ok(c.execute(
+                "DELETE FROM blobs WHERE digest = ?1 \
+                 AND NOT EXISTS (SELECT 1 FROM repo_blobs rb WHERE rb.digest = ?1) \
+                 AND NOT EXISTS (SELECT 1 FROM manifest_refs mr WHERE mr.target = ?1)",
+                [d],
+            )? > 0)
+        })
+        .await
+    }
+
+    async fn stale_uploads(&self, before_ms: i64, limit: u32) -> Result<Vec<String>> {
+        self.read("stale uploads", move |c| {
+            c.prepare_cached("SELECT uuid FROM uploads WHERE update_time < ?1 ORDER BY update_time LIMIT ?2")?
+                .query_map(params![before_ms, limit], |r| r.get(0))?
+                .collect()
+        })
+        .await
+    }
+}
