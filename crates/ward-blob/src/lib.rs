@@ -37,11 +37,17 @@ const READ_CHUNK: usize = 1024 * 1024;
 pub enum BlobError {
     Io(std::io::Error),
     /// The upload is not at the offset the caller wrote at.
-    Offset { at: u64 },
+    Offset {
+        at: u64,
+    },
     /// The upload would exceed the size limit.
-    TooLarge { limit: u64 },
+    TooLarge {
+        limit: u64,
+    },
     /// The bytes do not hash to the claimed digest.
-    DigestMismatch { actual: String },
+    DigestMismatch {
+        actual: String,
+    },
     /// The upload's bytes are not here (another replica's disk, or removed).
     UnknownUpload,
 }
@@ -387,10 +393,7 @@ mod tests {
         let b = LocalBlobs::open(dir.path()).unwrap();
         let n = b.append("a1", 0, stream(vec![b"hello ", b"wor"]), 100).await.unwrap();
         assert_eq!(n, 9);
-        assert!(matches!(
-            b.append("a1", 3, stream(vec![b"x"]), 100).await,
-            Ok(4)
-        ));
+        assert!(matches!(b.append("a1", 3, stream(vec![b"x"]), 100).await, Ok(4)));
         // The upload was cut back to 3 bytes and the running hash dropped:
         // rewrite from there and the commit re-hashes the file.
         let n = b.append("a1", 4, stream(vec![b"lo world"]), 100).await.unwrap();

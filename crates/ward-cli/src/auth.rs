@@ -50,6 +50,13 @@ pub enum AuthCommand {
     Status,
     /// Forget every cached token.
     Logout,
+    /// Make docker, podman, skopeo and oras get registry credentials from
+    /// `ward` (credHelpers in their config files, merged).
+    ConfigureDocker {
+        /// The registry host [default: the API URL's host].
+        #[arg(long)]
+        registry: Option<String>,
+    },
 }
 
 /// Runs an `ward auth` command. Its error is [`output::sanitize_error`]ed.
@@ -75,6 +82,7 @@ async fn auth(conn: &Connection, cmd: AuthCommand) -> anyhow::Result<()> {
             }
         }
         AuthCommand::Status => status(conn).await,
+        AuthCommand::ConfigureDocker { registry } => crate::registry::configure_docker(conn, registry),
         AuthCommand::Logout => {
             let cache = Cache::from_env()?;
             let n = cache.clear()?;

@@ -14,6 +14,7 @@ pub mod client;
 pub mod groups;
 pub mod identities;
 mod output;
+pub mod registry;
 pub mod resource;
 pub mod role_bindings;
 pub mod roles;
@@ -53,7 +54,12 @@ impl Connection {
     /// file, else WARD_TOKEN, else the token `ward auth login` cached for the
     /// API URL (renewed when it is about to expire).
     pub async fn client(&self) -> anyhow::Result<Client> {
-        let token = match &self.token_file {
+        Client::new(&self.api, self.token().await?)
+    }
+
+    /// The API token this connection uses (see [`Connection::client`]).
+    pub async fn token(&self) -> anyhow::Result<String> {
+        Ok(match &self.token_file {
             Some(path) => std::fs::read_to_string(path)
                 .map_err(|e| anyhow::anyhow!("reading token file {}: {e}", path.display()))?
                 .trim()
@@ -69,9 +75,27 @@ impl Connection {
                         )
                     })?,
             },
-        };
-        Client::new(&self.api, token)
+        })
     }
+}
+
+impl Connection {
+    /// The connection the environment describes (`WARD_API`, `WARD_TOKEN_FILE`,
+    /// `WARD_ISSUER`), for entry points without flags (the credential helper).
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Self {
+            api: var("WARD_API").unwrap_or_else(|| "http://127.0.0.1:8080".into()),
+            token_file: var("WARD_TOKEN_FILE").map(Into::into),
+            issuer: var("WARD_ISSUER"),
+            output: Format::Json,
+        }
+    }
+}
+
+/// Runs a `ward registry` command. Its error is [`sanitize_error`]ed.
+pub async fn run_registry(conn: &Connection, cmd: registry::RegistryCommand) -> anyhow::Result<()> {
+    registry::run(conn, cmd).await.map_err(sanitize_error)
 }
 
 /// `ward iam …`

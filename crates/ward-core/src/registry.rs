@@ -163,9 +163,9 @@ impl TagClass {
             let tail = &tag.as_bytes()[tag.len() - 9..];
             tail[0] == b'-' && tail[1] == b'2' && tail[2] == b'0' && tail[3..].iter().all(u8::is_ascii_digit)
         };
-        let epoch = tag.rsplit_once("-r").is_some_and(|(head, n)| {
-            !head.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
-        });
+        let epoch = tag
+            .rsplit_once("-r")
+            .is_some_and(|(head, n)| !head.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
         TagClass {
             referrer: tag.starts_with("sha256-"),
             dated,

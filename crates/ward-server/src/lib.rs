@@ -15,6 +15,7 @@ use ward_core::clock::{Clock, SystemClock};
 pub mod authz;
 pub mod config;
 mod grpc;
+mod oci;
 pub mod rest;
 pub mod serve;
 pub mod services;

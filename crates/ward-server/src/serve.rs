@@ -6,7 +6,9 @@
 //! - **Header-read timeout**: an HTTP/1 client must send a request's whole
 //!   header within [`Limits::header_read_timeout`] (slowloris).
 //! - **Body-read timeout**: a request's body must arrive within
-//!   [`Limits::body_read_timeout`] of its head (no byte-a-second trickles).
+//!   [`Limits::body_read_timeout`] of its head (no byte-a-second trickles);
+//!   for registry requests (`/v2/…`, uploads of any size), within that time
+//!   of the previous chunk.
 //! - **Idle timeout**: a connection is closed once it has had no request in
 //!   progress for [`Limits::idle_timeout`] (HTTP/2 pings do not count), or
 //!   once a response has been waiting that long for the client to read it.
@@ -202,11 +204,15 @@ where
         let guard = RequestGuard::new(self.activity.clone());
         let handling = HandlingGuard::new(self.activity.clone());
         let timeout = self.body_read_timeout;
+        // Registry uploads may be gigabytes: for them the limit is on a stall
+        // (no bytes for the timeout), not on the whole body.
+        let stall = req.uri().path().starts_with("/v2/");
         let req = req.map(|body| {
             axum::body::Body::new(DeadlineBody {
                 inner: axum::body::Body::new(body),
                 deadline: tokio::time::Instant::now() + timeout,
                 sleep: None,
+                stall: stall.then_some(timeout),
             })
         });
         let fut = tower::ServiceExt::oneshot(self.inner.clone(), req);
@@ -257,6 +263,8 @@ struct DeadlineBody {
     inner: axum::body::Body,
     deadline: tokio::time::Instant,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Move the deadline this far past each frame that arrives.
+    stall: Option<Duration>,
 }
 
 impl http_body::Body for DeadlineBody {
@@ -269,6 +277,10 @@ impl http_body::Body for DeadlineBody {
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if polled.is_ready() {
+            if let Some(stall) = self.stall {
+                self.deadline = tokio::time::Instant::now() + stall;
+                self.sleep = None;
+            }
             return polled;
         }
         let deadline = self.deadline;

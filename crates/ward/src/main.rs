@@ -39,6 +39,13 @@ enum Command {
         #[command(subcommand)]
         command: ward_cli::IamCommand,
     },
+    /// Registry repos, tags and pull tokens.
+    Registry {
+        #[command(flatten)]
+        conn: ward_cli::Connection,
+        #[command(subcommand)]
+        command: ward_cli::registry::RegistryCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -60,6 +67,23 @@ fn init_logging() {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    // Invoked as `docker-credential-ward` (a link to this binary): the
+    // Docker credential-helper protocol.
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if std::path::Path::new(&argv0)
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("docker-credential-ward"))
+    {
+        let action = std::env::args().nth(1).unwrap_or_default();
+        let conn = ward_cli::Connection::from_env();
+        return match ward_cli::registry::credential_helper(&conn, &action).await {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Server(config) => {
@@ -72,6 +96,7 @@ async fn main() -> std::process::ExitCode {
             .map(|kid| println!("added signing key {kid}")),
         Command::Auth { conn, command } => ward_cli::auth::run(&conn, command).await,
         Command::Iam { conn, command } => ward_cli::run_iam(&conn, command).await,
+        Command::Registry { conn, command } => ward_cli::run_registry(&conn, command).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -37,6 +37,8 @@ pub fn router(ward: Arc<Ward>, issuer_path: &str) -> axum::Router {
         .merge(roles::routes())
         .merge(role_bindings::routes())
         .merge(registry::routes())
+        .merge(crate::oci::routes())
+        .merge(crate::oci::token_routes(issuer_path))
         .merge(system::routes(issuer_path))
         .merge(sts::routes(issuer_path))
         .fallback(no_route)

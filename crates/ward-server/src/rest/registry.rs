@@ -28,7 +28,10 @@ pub fn routes() -> axum::Router<Arc<Ward>> {
             .route(&format!("/registry/{v}/repos/"), get(list_repos))
             .route(
                 &format!("/registry/{v}/repos/{{*path}}"),
-                post(create_repo).get(get_under_repo).patch(patch_under_repo).delete(delete_repo),
+                post(create_repo)
+                    .get(get_under_repo)
+                    .patch(patch_under_repo)
+                    .delete(delete_repo),
             )
             .route(&format!("/registry/{v}/tags"), get(list_tags))
             .route(&format!("/registry/{v}/tags/"), get(list_tags))
@@ -44,7 +47,11 @@ fn json<T: serde::Serialize>(r: Result<T>) -> std::result::Result<Response, ApiE
     Ok(Json(r?).into_response())
 }
 
-async fn list_repos(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Params) -> Reply<ward_proto::registry::v2::ListReposResponse> {
+async fn list_repos(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    mut q: Params,
+) -> Reply<ward_proto::registry::v2::ListReposResponse> {
     let name = q.string("name");
     let req = ListReposRequest {
         uidp: q.uidp()?,
@@ -67,7 +74,16 @@ async fn create_repo(
 ) -> Reply<Repo> {
     q.finish()?;
     let repo = body.message()?;
-    Ok(Json(w.create_repo(&c, CreateRepoRequest { parent, repo: Some(repo) }).await?))
+    Ok(Json(
+        w.create_repo(
+            &c,
+            CreateRepoRequest {
+                parent,
+                repo: Some(repo),
+            },
+        )
+        .await?,
+    ))
 }
 
 /// GET `{uid}`, `{uid}/readme`, `{uid}/digests/{digest}/architectures` and
@@ -145,7 +161,11 @@ async fn delete_repo(
     Ok(Json(serde_json::json!({})))
 }
 
-async fn list_tags(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Params) -> Reply<ward_proto::registry::v2::ListTagsResponse> {
+async fn list_tags(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    mut q: Params,
+) -> Reply<ward_proto::registry::v2::ListTagsResponse> {
     let since = q.string("updated_since");
     let updated_since = if since.is_empty() {
         None
@@ -181,7 +201,9 @@ async fn create_tag(
 ) -> Reply<Tag> {
     q.finish()?;
     let tag = body.message()?;
-    Ok(Json(w.create_tag(&c, CreateTagRequest { parent, tag: Some(tag) }).await?))
+    Ok(Json(
+        w.create_tag(&c, CreateTagRequest { parent, tag: Some(tag) }).await?,
+    ))
 }
 
 async fn get_tag(State(w): State<Arc<Ward>>, Auth(c): Auth, Path(uid): Path<String>, q: Params) -> Reply<Tag> {

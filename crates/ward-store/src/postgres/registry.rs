@@ -74,7 +74,11 @@ impl PostgresStore {
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
-    async fn exec(&self, context: &str, q: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>) -> Result<u64> {
+    async fn exec(
+        &self,
+        context: &str,
+        q: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> Result<u64> {
         Ok(q.execute(&self.pool)
             .await
             .map_err(|e| db_err(context, e))?
@@ -218,13 +222,15 @@ impl RegistryStore for PostgresStore {
         if !lock(&mut tx, "repos", repo_uid, "FOR SHARE").await? {
             return Err(Error::not_found(REPO_TYPE, repo_uid));
         }
-        sqlx::query("INSERT INTO blobs (digest, size, create_time) VALUES ($1, $2, $3) ON CONFLICT (digest) DO NOTHING")
-            .bind(digest)
-            .bind(size)
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| db_err("insert blob", e))?;
+        sqlx::query(
+            "INSERT INTO blobs (digest, size, create_time) VALUES ($1, $2, $3) ON CONFLICT (digest) DO NOTHING",
+        )
+        .bind(digest)
+        .bind(size)
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("insert blob", e))?;
         sqlx::query(
             "INSERT INTO repo_blobs (repo_uid, digest, create_time) VALUES ($1, $2, $3) \
              ON CONFLICT (repo_uid, digest) DO NOTHING",
@@ -398,7 +404,10 @@ impl RegistryStore for PostgresStore {
 
     async fn delete_tag(&self, uid: &Uidp) -> Result<bool> {
         let n = self
-            .exec("delete tag", sqlx::query("DELETE FROM tags WHERE uid = $1").bind(uid.as_str()))
+            .exec(
+                "delete tag",
+                sqlx::query("DELETE FROM tags WHERE uid = $1").bind(uid.as_str()),
+            )
             .await?;
         Ok(n > 0)
     }
@@ -460,7 +469,10 @@ impl RegistryStore for PostgresStore {
 
     async fn delete_upload(&self, uuid: &str) -> Result<bool> {
         let n = self
-            .exec("delete upload", sqlx::query("DELETE FROM uploads WHERE uuid = $1").bind(uuid))
+            .exec(
+                "delete upload",
+                sqlx::query("DELETE FROM uploads WHERE uuid = $1").bind(uuid),
+            )
             .await?;
         Ok(n > 0)
     }

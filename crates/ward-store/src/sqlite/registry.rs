@@ -7,12 +7,12 @@ use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
 use super::{SqliteStore, exists, values};
+use crate::GROUP_TYPE;
 use crate::registry::{
     BLOB_TYPE, MANIFEST_TYPE, ManifestLinks, ManifestRecord, REPO_TYPE, RegistryStore, RepoPatch, RepoRecord,
     TagRecord, UploadRecord, repo_exists, tag_flags,
 };
 use crate::sql::{self, Dialect, REPO_COLUMNS, TAG_COLUMNS};
-use crate::GROUP_TYPE;
 
 /// Columns a manifest is inserted with; selects add its size.
 const MANIFEST_COLUMNS: &str =
@@ -70,10 +70,12 @@ fn find_repo(c: &Connection, org: &str, name: &str) -> rusqlite::Result<Option<R
 }
 
 fn has_manifest(c: &Connection, repo: &str, digest: &str) -> rusqlite::Result<bool> {
-    Ok(c.prepare_cached("SELECT 1 FROM manifests WHERE repo_uid = ?1 AND digest = ?2")?
-        .query_row([repo, digest], |_| Ok(()))
-        .optional()?
-        .is_some())
+    Ok(
+        c.prepare_cached("SELECT 1 FROM manifests WHERE repo_uid = ?1 AND digest = ?2")?
+            .query_row([repo, digest], |_| Ok(()))
+            .optional()?
+            .is_some(),
+    )
 }
 
 /// Inserts or re-points a tag inside a transaction; returns it as stored.
@@ -139,7 +141,8 @@ impl RegistryStore for SqliteStore {
     }
 
     async fn get_repo(&self, uid: &Uidp) -> Result<Option<RepoRecord>> {
-        self.get_one("get repo", "repos", REPO_COLUMNS, uid, repo_from_row).await
+        self.get_one("get repo", "repos", REPO_COLUMNS, uid, repo_from_row)
+            .await
     }
 
     async fn find_repo(&self, org_uid: &str, name: &str) -> Result<Option<RepoRecord>> {

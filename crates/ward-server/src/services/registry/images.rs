@@ -34,7 +34,13 @@ fn platform_arch(d: &Value) -> Option<String> {
 }
 
 impl Ward {
-    async fn image_manifest(&self, caller: &Caller, rule: &rpc::Rule, repo: &str, digest: &str) -> Result<(Uidp, Value)> {
+    async fn image_manifest(
+        &self,
+        caller: &Caller,
+        rule: &rpc::Rule,
+        repo: &str,
+        digest: &str,
+    ) -> Result<(Uidp, Value)> {
         let repo = Uidp::parse("repo_uid", repo)?;
         let digest = Digest::parse(digest)
             .ok_or_else(|| Error::invalid("digest", "digest must be sha256:<64 hex> or sha512:<128 hex>"))?;
@@ -49,7 +55,9 @@ impl Ward {
 
     /// The architecture in a single image's config blob.
     async fn config_arch(&self, manifest: &Value) -> Result<Option<String>> {
-        let Some(cfg) = manifest.get("config") else { return Ok(None) };
+        let Some(cfg) = manifest.get("config") else {
+            return Ok(None);
+        };
         let Some(d) = cfg.get("digest").and_then(Value::as_str).and_then(Digest::parse) else {
             return Ok(None);
         };
@@ -61,10 +69,7 @@ impl Ward {
             return Ok(None);
         };
         use futures_util::StreamExt as _;
-        let bytes: Vec<u8> = stream
-            .map(|c| c.map(|b| b.to_vec()).unwrap_or_default())
-            .concat()
-            .await;
+        let bytes: Vec<u8> = stream.map(|c| c.map(|b| b.to_vec()).unwrap_or_default()).concat().await;
         let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         Ok(v.get("architecture").and_then(Value::as_str).map(str::to_owned))
     }
@@ -104,7 +109,10 @@ impl Ward {
                 .ok_or_else(|| {
                     Error::invalid(
                         "architecture",
-                        format!("the index has no image for architecture \"{}\"", ward_core::names::echo(&wanted)),
+                        format!(
+                            "the index has no image for architecture \"{}\"",
+                            ward_core::names::echo(&wanted)
+                        ),
                     )
                 })?;
             let c = self
@@ -117,8 +125,7 @@ impl Ward {
             architecture = a;
         }
         let size_of = |d: &Value| d.get("size").and_then(Value::as_i64).unwrap_or(0);
-        let size = m.get("config").map(size_of).unwrap_or(0)
-            + descriptors(&m, "layers").map(size_of).sum::<i64>();
+        let size = m.get("config").map(size_of).unwrap_or(0) + descriptors(&m, "layers").map(size_of).sum::<i64>();
         Ok(Size { size, architecture })
     }
 }

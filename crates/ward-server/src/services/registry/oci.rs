@@ -61,7 +61,11 @@ impl OciError {
         }
     }
     pub fn name_unknown(name: &str) -> Self {
-        Self::new(404, "NAME_UNKNOWN", format!("repository name not known to registry: {name}"))
+        Self::new(
+            404,
+            "NAME_UNKNOWN",
+            format!("repository name not known to registry: {name}"),
+        )
     }
     pub fn name_invalid(msg: impl Into<String>) -> Self {
         Self::new(400, "NAME_INVALID", msg)
@@ -73,7 +77,11 @@ impl OciError {
         Self::new(404, "BLOB_UNKNOWN", format!("blob unknown to registry: {d}"))
     }
     pub fn manifest_unknown(r: &str) -> Self {
-        Self::new(404, "MANIFEST_UNKNOWN", format!("manifest unknown: {}", ward_core::names::echo(r)))
+        Self::new(
+            404,
+            "MANIFEST_UNKNOWN",
+            format!("manifest unknown: {}", ward_core::names::echo(r)),
+        )
     }
     pub fn manifest_invalid(msg: impl Into<String>) -> Self {
         Self::new(400, "MANIFEST_INVALID", msg)
@@ -85,7 +93,11 @@ impl OciError {
         Self::new(403, "DENIED", msg)
     }
     pub fn range_invalid(at: i64) -> Self {
-        Self::new(416, "BLOB_UPLOAD_INVALID", format!("the upload is at byte {at}; send the chunk that starts there"))
+        Self::new(
+            416,
+            "BLOB_UPLOAD_INVALID",
+            format!("the upload is at byte {at}; send the chunk that starts there"),
+        )
     }
 }
 
@@ -123,9 +135,17 @@ fn blob_error(e: BlobError, digest: Option<&Digest>) -> OciError {
             "the uploaded content has digest {actual}, not {}",
             digest.map_or("", Digest::as_str)
         )),
-        BlobError::TooLarge { limit } => OciError::new(413, "SIZE_INVALID", format!("blobs are limited to {limit} bytes")),
+        BlobError::TooLarge { limit } => {
+            OciError::new(413, "SIZE_INVALID", format!("blobs are limited to {limit} bytes"))
+        }
         BlobError::Offset { at } => OciError::range_invalid(at as i64),
         BlobError::UnknownUpload => OciError::upload_unknown(),
+        BlobError::Io(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            OciError::new(408, "BLOB_UPLOAD_INVALID", "the upload stalled")
+        }
+        BlobError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            OciError::new(400, "BLOB_UPLOAD_INVALID", format!("the upload could not be read: {e}"))
+        }
         BlobError::Io(e) => {
             tracing::error!(error = %e, "blob storage failed");
             OciError::new(500, "UNKNOWN", "blob storage failed")
@@ -199,11 +219,13 @@ fn descriptor_digest(d: &Value, what: &str) -> OciResult<String> {
         .and_then(Value::as_str)
         .ok_or_else(|| OciError::manifest_invalid(format!("{what}: a descriptor has no digest")))?;
     if d.get("size").and_then(Value::as_i64).is_none_or(|s| s < 0) {
-        return Err(OciError::manifest_invalid(format!("{what}: descriptor {raw} has no valid size")));
+        return Err(OciError::manifest_invalid(format!(
+            "{what}: descriptor {raw} has no valid size"
+        )));
     }
-    Digest::parse(raw)
-        .map(|d| d.as_str().to_owned())
-        .ok_or_else(|| OciError::manifest_invalid(format!("{what}: \"{}\" is not a digest", ward_core::names::echo(raw))))
+    Digest::parse(raw).map(|d| d.as_str().to_owned()).ok_or_else(|| {
+        OciError::manifest_invalid(format!("{what}: \"{}\" is not a digest", ward_core::names::echo(raw)))
+    })
 }
 
 /// Layers that clients do not push (foreign / non-distributable).
@@ -245,7 +267,9 @@ fn parse_manifest(body: &[u8], content_type: Option<&str>) -> OciResult<Parsed> 
             .and_then(Value::as_array)
             .ok_or_else(|| OciError::manifest_invalid("an index needs a manifests array"))?;
         if list.len() > MAX_DESCRIPTORS {
-            return Err(OciError::manifest_invalid(format!("at most {MAX_DESCRIPTORS} manifests")));
+            return Err(OciError::manifest_invalid(format!(
+                "at most {MAX_DESCRIPTORS} manifests"
+            )));
         }
         for d in list {
             links.manifests.push(descriptor_digest(d, "manifests")?);
@@ -280,7 +304,11 @@ fn parse_manifest(body: &[u8], content_type: Option<&str>) -> OciResult<Parsed> 
         .and_then(Value::as_str)
         .or_else(|| {
             (!is_index)
-                .then(|| obj.get("config").and_then(|c| c.get("mediaType")).and_then(Value::as_str))
+                .then(|| {
+                    obj.get("config")
+                        .and_then(|c| c.get("mediaType"))
+                        .and_then(Value::as_str)
+                })
                 .flatten()
         })
         .unwrap_or("")
@@ -306,9 +334,9 @@ enum Reference {
 
 fn parse_reference(raw: &str) -> OciResult<Reference> {
     if raw.contains(':') {
-        Digest::parse(raw)
-            .map(Reference::Digest)
-            .ok_or_else(|| OciError::digest_invalid(format!("\"{}\" is not a valid digest", ward_core::names::echo(raw))))
+        Digest::parse(raw).map(Reference::Digest).ok_or_else(|| {
+            OciError::digest_invalid(format!("\"{}\" is not a valid digest", ward_core::names::echo(raw)))
+        })
     } else if is_tag(raw) {
         Ok(Reference::Tag(raw.to_owned()))
     } else {
@@ -353,7 +381,9 @@ impl Ward {
         let org = if Uidp::is_valid(org_raw) && !org_raw.contains('/') {
             Uidp::parse("org", org_raw).map_err(|_| OciError::name_unknown(raw))?
         } else {
-            self.org_by_name(org_raw).await?.ok_or_else(|| OciError::name_unknown(raw))?
+            self.org_by_name(org_raw)
+                .await?
+                .ok_or_else(|| OciError::name_unknown(raw))?
         };
         // Whoever sees nothing in the organization learns nothing about it.
         if !caller.is_admin && !caller.grants.iter().any(|(s, _)| s.starts_with(org.as_str())) {
@@ -404,7 +434,11 @@ impl Ward {
         if caps.contains(cap) {
             Ok(repo)
         } else if caps.contains(Capability::RepoList) || caps.contains(Capability::RepoBlobsGet) {
-            Err(OciError::denied(format!("{} is required on {}", cap.dotted_name(), t.full)))
+            Err(OciError::denied(format!(
+                "{} is required on {}",
+                cap.dotted_name(),
+                t.full
+            )))
         } else {
             Err(OciError::name_unknown(&t.full))
         }
@@ -495,7 +529,10 @@ impl Ward {
                 return Err(OciError::denied(format!("tag.create is required on {}", t.full)));
             }
             if !caps.contains(Capability::TagUpdate) && self.store.find_tag(&repo.uid, tag).await?.is_some() {
-                return Err(OciError::denied(format!("tag.update is required on {} to move {tag}", t.full)));
+                return Err(OciError::denied(format!(
+                    "tag.update is required on {} to move {tag}",
+                    t.full
+                )));
             }
         }
         if body.len() > MAX_MANIFEST_BYTES {
@@ -543,12 +580,20 @@ impl Ward {
         };
         match self.store.put_manifest(&record, &parsed.links, tag.as_ref()).await {
             Ok(_) => Ok((record.digest, parsed.subject)),
-            Err(ward_core::Error::NotFound { resource_type, name }) if resource_type == BLOB_TYPE => Err(
-                OciError::new(400, "MANIFEST_BLOB_UNKNOWN", format!("blob unknown to registry: {name}")),
-            ),
-            Err(ward_core::Error::NotFound { resource_type, name }) if resource_type == MANIFEST_TYPE => Err(
-                OciError::new(400, "MANIFEST_BLOB_UNKNOWN", format!("manifest unknown to registry: {name}")),
-            ),
+            Err(ward_core::Error::NotFound { resource_type, name }) if resource_type == BLOB_TYPE => {
+                Err(OciError::new(
+                    400,
+                    "MANIFEST_BLOB_UNKNOWN",
+                    format!("blob unknown to registry: {name}"),
+                ))
+            }
+            Err(ward_core::Error::NotFound { resource_type, name }) if resource_type == MANIFEST_TYPE => {
+                Err(OciError::new(
+                    400,
+                    "MANIFEST_BLOB_UNKNOWN",
+                    format!("manifest unknown to registry: {name}"),
+                ))
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -769,10 +814,7 @@ impl Ward {
         }
         let visible = self.visible_scopes(caller, Capability::RepoList);
         let after = last.and_then(|l| l.split_once('/'));
-        let rows = self
-            .store
-            .catalog(visible.as_deref(), after, n.min(MAX_PAGE))
-            .await?;
+        let rows = self.store.catalog(visible.as_deref(), after, n.min(MAX_PAGE)).await?;
         Ok(rows.into_iter().map(|(org, name)| format!("{org}/{name}")).collect())
     }
 
@@ -840,7 +882,8 @@ mod tests {
             "[]".into(),
             json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST}).to_string(),
             json!({"schemaVersion": 1, "mediaType": OCI_MANIFEST, "config": {"digest": d('a'), "size": 1}}).to_string(),
-            json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {"digest": "sha256:x", "size": 1}}).to_string(),
+            json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {"digest": "sha256:x", "size": 1}})
+                .to_string(),
             json!({"schemaVersion": 2, "mediaType": "text/plain"}).to_string(),
         ] {
             assert!(parse_manifest(bad.as_bytes(), None).is_err(), "{bad}");
@@ -851,7 +894,10 @@ mod tests {
     fn references_and_digests() {
         assert!(matches!(parse_reference("latest"), Ok(Reference::Tag(_))));
         assert!(matches!(parse_reference(&d('a')), Ok(Reference::Digest(_))));
-        assert_eq!(parse_reference("sha256:zz").err().map(|e| e.code), Some("DIGEST_INVALID"));
+        assert_eq!(
+            parse_reference("sha256:zz").err().map(|e| e.code),
+            Some("DIGEST_INVALID")
+        );
         assert_eq!(parse_reference("-bad").err().map(|e| e.code), Some("MANIFEST_INVALID"));
         assert_eq!(parse_digest("md5:abc").err().map(|e| e.code), Some("UNSUPPORTED"));
         assert_eq!(parse_digest("sha256:abc").err().map(|e| e.status), Some(400));

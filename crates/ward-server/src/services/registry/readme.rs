@@ -69,7 +69,12 @@ impl Ward {
         })
     }
 
-    pub async fn update_repo_readme(&self, caller: &Caller, readme: RepoReadme, mask: UpdateMask) -> Result<RepoReadme> {
+    pub async fn update_repo_readme(
+        &self,
+        caller: &Caller,
+        readme: RepoReadme,
+        mask: UpdateMask,
+    ) -> Result<RepoReadme> {
         let uid = Uidp::parse("repo_readme.uid", &readme.uid)?;
         self.authorized_repo(caller, &rpc::UPDATE_REPO_README, &uid).await?;
         let fields = ward_core::fieldmask::Updatable {
@@ -79,7 +84,9 @@ impl Ward {
         };
         let mask = mask.resolve(&fields, &[("content", !readme.content.is_empty())])?;
         if !mask.contains("content") {
-            return self.get_repo_readme(caller, GetRepoReadmeRequest { uid: uid.into() }).await;
+            return self
+                .get_repo_readme(caller, GetRepoReadmeRequest { uid: uid.into() })
+                .await;
         }
         if readme.content.len() > MAX_README_BYTES {
             return Err(Error::invalid(
@@ -107,7 +114,10 @@ mod tests {
         let md = "# Title\n\nSome *text* and <b onclick=\"x()\">bold</b>.\n\n<script>alert(1)</script>\n\n[ok](https://example.com)\n";
         let s = sanitize(md).unwrap();
         assert!(s.starts_with("# Title\n\nSome *text* and <b>"), "{s}");
-        assert!(!s.contains("onclick") && !s.contains("<script") && !s.contains("alert(1)"), "{s}");
+        assert!(
+            !s.contains("onclick") && !s.contains("<script") && !s.contains("alert(1)"),
+            "{s}"
+        );
         assert!(s.contains("[ok](https://example.com)"));
         assert_eq!(sanitize("plain `code` text").unwrap(), "plain `code` text");
     }

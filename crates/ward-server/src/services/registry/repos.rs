@@ -23,7 +23,14 @@ use crate::ward::Ward;
 const COLLECTION: &str = "repos";
 
 pub const REPO_FIELDS: Updatable = Updatable {
-    mutable: &["name", "description", "catalog_tier", "bundles", "aliases", "active_tags"],
+    mutable: &[
+        "name",
+        "description",
+        "catalog_tier",
+        "bundles",
+        "aliases",
+        "active_tags",
+    ],
     output_only: &["uid", "create_time", "update_time"],
     immutable: &[],
 };

@@ -61,7 +61,9 @@ impl Ward {
         }
         // Re-pointing an existing tag is an update.
         if self.store.find_tag(repo.as_str(), &tag.name).await?.is_some()
-            && !self.caps_at(caller, &repo).contains(ward_core::capability::Capability::TagUpdate)
+            && !self
+                .caps_at(caller, &repo)
+                .contains(ward_core::capability::Capability::TagUpdate)
         {
             return Err(Error::PermissionDenied(format!("tag.update is required on {repo}")));
         }
@@ -100,13 +102,19 @@ impl Ward {
         let mut filters = Vec::new();
         if !req.digest.is_empty() {
             if Digest::parse(&req.digest).is_none() {
-                return Err(Error::invalid("digest", "digest must be sha256:<64 hex> or sha512:<128 hex>"));
+                return Err(Error::invalid(
+                    "digest",
+                    "digest must be sha256:<64 hex> or sha512:<128 hex>",
+                ));
             }
             filters.push(("digest", FilterValue::Text(req.digest.clone())));
         }
         if let Some(t) = &req.updated_since {
             if !t.is_valid() {
-                return Err(Error::invalid("updated_since", "updated_since is not a valid timestamp"));
+                return Err(Error::invalid(
+                    "updated_since",
+                    "updated_since is not a valid timestamp",
+                ));
             }
             filters.push(("update_time", FilterValue::AtLeast(t.to_millis())));
         }

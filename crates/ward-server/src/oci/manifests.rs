@@ -1,0 +1,79 @@
+//! `/v2/<name>/manifests/<reference>`: GET, HEAD, PUT, DELETE.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
+use http::{HeaderValue, Method, StatusCode, header};
+
+use super::{header_value, target};
+use crate::authz::Caller;
+use crate::services::registry::oci::{Action, MAX_MANIFEST_BYTES, OciError, OciResult};
+use crate::ward::Ward;
+
+pub(crate) async fn handle(
+    ward: &Ward,
+    caller: &Caller,
+    name: &str,
+    reference: &str,
+    req: Request,
+) -> OciResult<Response> {
+    let method = req.method().clone();
+    match method {
+        Method::GET | Method::HEAD => {
+            let t = target(ward, caller, name, Action::Pull).await?;
+            let m = ward.oci_get_manifest(caller, &t, reference).await?;
+            let len = m.content.len();
+            let mut r = Response::new(if method == Method::HEAD {
+                Body::empty()
+            } else {
+                Body::from(m.content)
+            });
+            let h = r.headers_mut();
+            h.insert(header::CONTENT_TYPE, header_value(&m.media_type));
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            h.insert("docker-content-digest", header_value(&m.digest));
+            h.insert(header::ETAG, header_value(&format!("\"{}\"", m.digest)));
+            Ok(r)
+        }
+        Method::PUT => {
+            let mut t = target(ward, caller, name, Action::Push).await?;
+            let content_type = super::header_str(req.headers(), header::CONTENT_TYPE).map(str::to_owned);
+            let body = axum::body::to_bytes(req.into_body(), MAX_MANIFEST_BYTES)
+                .await
+                .map_err(|e| {
+                    if crate::serve::is_body_timeout(e.into_inner().as_ref()) {
+                        OciError::new(408, "SIZE_INVALID", "the manifest did not arrive in time")
+                    } else {
+                        OciError::new(
+                            413,
+                            "SIZE_INVALID",
+                            format!("manifests are limited to {MAX_MANIFEST_BYTES} bytes"),
+                        )
+                    }
+                })?;
+            let (digest, subject) = ward
+                .oci_put_manifest(caller, &mut t, reference, content_type.as_deref(), body)
+                .await?;
+            let mut r = Response::new(Body::empty());
+            *r.status_mut() = StatusCode::CREATED;
+            let h = r.headers_mut();
+            h.insert(
+                header::LOCATION,
+                header_value(&format!("/v2/{name}/manifests/{digest}")),
+            );
+            h.insert("docker-content-digest", header_value(&digest));
+            if let Some(s) = subject {
+                h.insert("oci-subject", header_value(&s));
+            }
+            Ok(r)
+        }
+        Method::DELETE => {
+            let t = target(ward, caller, name, Action::Delete).await?;
+            ward.oci_delete_manifest(caller, &t, reference).await?;
+            let mut r = Response::new(Body::empty());
+            *r.status_mut() = StatusCode::ACCEPTED;
+            Ok(r)
+        }
+        _ => Err(OciError::new(405, "UNSUPPORTED", "the operation is unsupported")),
+    }
+}

@@ -1,0 +1,347 @@
+//! The OCI distribution API at `/v2/`, and the Docker token endpoint at
+//! `<issuer>/token`: request parsing, credentials, the `WWW-Authenticate`
+//! challenge and the registry's error format. Operations are in
+//! `services::registry::oci`.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+
+use crate::authz::Caller;
+use crate::services::registry::oci::{Action, OciError, OciResult, Target};
+use crate::ward::Ward;
+
+mod auth;
+mod blobs;
+mod discovery;
+mod manifests;
+
+pub use auth::token_routes;
+
+/// The `/v2/` routes.
+pub fn routes() -> axum::Router<Arc<Ward>> {
+    axum::Router::new()
+        .route("/v2", axum::routing::any(dispatch))
+        .route("/v2/", axum::routing::any(dispatch))
+        .route("/v2/{*path}", axum::routing::any(dispatch))
+}
+
+const API_VERSION: HeaderValue = HeaderValue::from_static("registry/2.0");
+
+/// An OCI error response (no body for HEAD).
+pub(crate) struct OciFailure {
+    pub error: OciError,
+    pub head: bool,
+    pub challenge: Option<String>,
+}
+
+impl IntoResponse for OciFailure {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.error.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = if self.head {
+            Body::empty()
+        } else {
+            Body::from(
+                serde_json::json!({"errors": [{
+                    "code": self.error.code,
+                    "message": self.error.message,
+                    "detail": null,
+                }]})
+                .to_string(),
+            )
+        };
+        let mut resp = Response::builder()
+            .status(status)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .unwrap_or_default();
+        if let Some(c) = self.challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            resp.headers_mut().insert(header::WWW_AUTHENTICATE, c);
+        }
+        resp
+    }
+}
+
+/// What a `/v2/` path names.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Route<'a> {
+    Ping,
+    Catalog,
+    Tags(&'a str),
+    Manifest(&'a str, &'a str),
+    Blob(&'a str, &'a str),
+    StartUpload(&'a str),
+    Upload(&'a str, &'a str),
+    Referrers(&'a str, &'a str),
+}
+
+pub(crate) fn route(path: &str) -> Option<Route<'_>> {
+    let rest = path.strip_prefix("/v2").unwrap_or(path);
+    let rest = rest.strip_prefix('/').unwrap_or(rest);
+    if rest.is_empty() {
+        return Some(Route::Ping);
+    }
+    if rest == "_catalog" {
+        return Some(Route::Catalog);
+    }
+    if let Some(name) = rest.strip_suffix("/tags/list") {
+        return Some(Route::Tags(name));
+    }
+    if let Some(name) = rest
+        .strip_suffix("/blobs/uploads/")
+        .or_else(|| rest.strip_suffix("/blobs/uploads"))
+    {
+        return Some(Route::StartUpload(name));
+    }
+    if let Some((name, id)) = rest.rsplit_once("/blobs/uploads/") {
+        return Some(Route::Upload(name, id));
+    }
+    if let Some((name, reference)) = rest.rsplit_once("/manifests/") {
+        return Some(Route::Manifest(name, reference));
+    }
+    if let Some((name, digest)) = rest.rsplit_once("/referrers/") {
+        return Some(Route::Referrers(name, digest));
+    }
+    if let Some((name, digest)) = rest.rsplit_once("/blobs/") {
+        return Some(Route::Blob(name, digest));
+    }
+    None
+}
+
+/// The host (and port) the registry is addressed by, for challenges.
+pub(crate) fn registry_host(ward: &Ward) -> String {
+    let url = ward.tokens.registry_audience();
+    let after = url.split_once("://").map_or(url, |(_, r)| r);
+    after.split('/').next().unwrap_or(after).to_owned()
+}
+
+/// `Bearer realm=…,service=…[,scope=…]`.
+pub(crate) fn challenge(ward: &Ward, scope: Option<&str>) -> String {
+    let mut c = format!(
+        "Bearer realm=\"{}/token\",service=\"{}\"",
+        ward.tokens.issuer(),
+        registry_host(ward)
+    );
+    if let Some(s) = scope {
+        c.push_str(&format!(",scope=\"{s}\""));
+    }
+    c
+}
+
+/// The scope a request needs, for its challenge.
+fn scope_of(route: &Route<'_>, method: &Method) -> Option<String> {
+    let name = match route {
+        Route::Ping => return None,
+        Route::Catalog => return Some("registry:catalog:*".into()),
+        Route::Tags(n)
+        | Route::Manifest(n, _)
+        | Route::Blob(n, _)
+        | Route::StartUpload(n)
+        | Route::Upload(n, _)
+        | Route::Referrers(n, _) => n,
+    };
+    let actions = match *method {
+        Method::GET | Method::HEAD => "pull",
+        Method::DELETE => "delete",
+        _ => "pull,push",
+    };
+    Some(format!("repository:{name}:{actions}"))
+}
+
+/// A registry token names the repositories (and actions) it is good for;
+/// anything else is refused with a challenge for the scope it needs, which
+/// clients answer by fetching a wider token.
+pub(crate) fn check_access(caller: &Caller, t: &Target, action: Action) -> OciResult<()> {
+    let Some(access) = &caller.claims.access else {
+        return Ok(());
+    };
+    let ok = access.iter().any(|a| {
+        a.kind == "repository" && a.name == t.full && a.actions.iter().any(|x| x == action.name() || x == "*")
+    });
+    if ok {
+        Ok(())
+    } else {
+        let mut e = OciError::denied(format!(
+            "this registry token does not allow {} on {}",
+            action.name(),
+            t.full
+        ));
+        e.scope = Some(format!(
+            "repository:{}:{}",
+            t.full,
+            match action {
+                Action::Pull => "pull",
+                Action::Push => "pull,push",
+                Action::Delete => "delete",
+            }
+        ));
+        Err(e)
+    }
+}
+
+/// Every `/v2/` request: authenticate, route, answer.
+async fn dispatch(State(ward): State<Arc<Ward>>, req: Request) -> Response {
+    let method = req.method().clone();
+    let head = method == Method::HEAD;
+    let path = req.uri().path().to_owned();
+    let Some(route) = route(&path) else {
+        return with_version(
+            OciFailure {
+                error: OciError::new(404, "NAME_UNKNOWN", "no such registry endpoint"),
+                head,
+                challenge: None,
+            }
+            .into_response(),
+        );
+    };
+    let scope = scope_of(&route, &method);
+    let caller = match auth::caller(&ward, req.headers()).await {
+        Ok(c) => c,
+        Err(e) => {
+            return with_version(
+                OciFailure {
+                    error: e,
+                    head,
+                    challenge: Some(challenge(&ward, scope.as_deref())),
+                }
+                .into_response(),
+            );
+        }
+    };
+    let resp = handle(&ward, &caller, route, req).await;
+    with_version(match resp {
+        Ok(r) => r,
+        Err(e) => {
+            let challenge = e.scope.as_deref().map(|s| challenge(&ward, Some(s)));
+            OciFailure {
+                error: e,
+                head,
+                challenge,
+            }
+            .into_response()
+        }
+    })
+}
+
+fn with_version(mut r: Response) -> Response {
+    r.headers_mut().insert("docker-distribution-api-version", API_VERSION);
+    r
+}
+
+fn not_allowed() -> OciError {
+    OciError::new(405, "UNSUPPORTED", "the operation is unsupported")
+}
+
+async fn handle(ward: &Ward, caller: &Caller, route: Route<'_>, req: Request) -> OciResult<Response> {
+    let method = req.method().clone();
+    match route {
+        Route::Ping => match method {
+            Method::GET | Method::HEAD => Ok(json_response(StatusCode::OK, "{}".into(), method == Method::HEAD)),
+            _ => Err(not_allowed()),
+        },
+        Route::Catalog => match method {
+            Method::GET => discovery::catalog(ward, caller, query(&req)).await,
+            _ => Err(not_allowed()),
+        },
+        Route::Tags(name) => match method {
+            Method::GET => discovery::tags(ward, caller, name, query(&req)).await,
+            _ => Err(not_allowed()),
+        },
+        Route::Referrers(name, digest) => match method {
+            Method::GET => discovery::referrers(ward, caller, name, digest, query(&req)).await,
+            _ => Err(not_allowed()),
+        },
+        Route::Manifest(name, reference) => manifests::handle(ward, caller, name, reference, req).await,
+        Route::Blob(name, digest) => blobs::handle_blob(ward, caller, name, digest, req).await,
+        Route::StartUpload(name) => match method {
+            Method::POST => blobs::start_upload(ward, caller, name, req).await,
+            _ => Err(not_allowed()),
+        },
+        Route::Upload(name, id) => blobs::handle_upload(ward, caller, name, id, req).await,
+    }
+}
+
+pub(crate) fn json_response(status: StatusCode, body: String, head: bool) -> Response {
+    let len = body.len();
+    let mut r = Response::new(if head { Body::empty() } else { Body::from(body) });
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    r
+}
+
+/// Query parameters (decoded), first value of each.
+pub(crate) fn query(req: &Request) -> Vec<(String, String)> {
+    req.uri()
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default()
+}
+
+pub(crate) fn param<'a>(q: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    q.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+/// `n` of a paginated listing: absent is the maximum page.
+pub(crate) fn page_size(q: &[(String, String)]) -> OciResult<u32> {
+    match param(q, "n") {
+        None | Some("") => Ok(crate::services::registry::oci::MAX_PAGE),
+        Some(n) => n
+            .parse::<u32>()
+            .map(|n| n.min(crate::services::registry::oci::MAX_PAGE))
+            .map_err(|_| OciError::new(400, "PAGINATION_NUMBER_INVALID", "n must be a non-negative number")),
+    }
+}
+
+pub(crate) fn header_str<'a>(h: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Resolves the request's repository and checks the token's access to it.
+pub(crate) async fn target(ward: &Ward, caller: &Caller, name: &str, action: Action) -> OciResult<Target> {
+    let t = ward.oci_target(caller, name).await?;
+    check_access(caller, &t, action)?;
+    Ok(t)
+}
+
+/// The `Location` path of an upload session.
+pub(crate) fn upload_location(name: &str, uuid: &str) -> String {
+    format!("/v2/{name}/blobs/uploads/{uuid}")
+}
+
+/// `Range: 0-<last byte>` of an upload of `size` bytes.
+pub(crate) fn upload_range(size: i64) -> String {
+    format!("0-{}", (size - 1).max(0))
+}
+
+pub(crate) fn header_value(s: &str) -> HeaderValue {
+    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Route, route};
+
+    #[test]
+    fn routes() {
+        assert_eq!(route("/v2/"), Some(Route::Ping));
+        assert_eq!(route("/v2/_catalog"), Some(Route::Catalog));
+        assert_eq!(route("/v2/o/a/b/tags/list"), Some(Route::Tags("o/a/b")));
+        assert_eq!(
+            route("/v2/o/a/manifests/latest"),
+            Some(Route::Manifest("o/a", "latest"))
+        );
+        assert_eq!(route("/v2/o/a/blobs/sha256:x"), Some(Route::Blob("o/a", "sha256:x")));
+        assert_eq!(route("/v2/o/a/blobs/uploads/"), Some(Route::StartUpload("o/a")));
+        assert_eq!(route("/v2/o/a/blobs/uploads/abc"), Some(Route::Upload("o/a", "abc")));
+        assert_eq!(
+            route("/v2/o/a/referrers/sha256:x"),
+            Some(Route::Referrers("o/a", "sha256:x"))
+        );
+        assert_eq!(route("/v2/o/a/other"), None);
+    }
+}
