@@ -229,6 +229,65 @@ pub async fn admin_token(config: &ServerConfig) -> anyhow::Result<String> {
     Ok(ward.admin_token()?)
 }
 
+/// What `ward admin gc` found (and, unless a dry run, removed).
+#[derive(Debug, Default)]
+pub struct GcReport {
+    pub uploads: usize,
+    pub blobs: usize,
+}
+
+/// `ward admin gc`: removes upload sessions untouched for `grace` and blobs
+/// that no repo links and no manifest names, created more than `grace` ago.
+/// Safe beside running servers: a blob is forgotten in the database only if
+/// still unreferenced in that statement, and its bytes are kept if they were
+/// written within `grace` (a push racing the collection).
+pub async fn gc(config: &ServerConfig, grace: std::time::Duration, dry_run: bool) -> anyhow::Result<GcReport> {
+    use ward_blob::BlobStore as _;
+    let store = ward_store::open(&config.database_url())
+        .await
+        .context("opening the database")?;
+    let blobs = ward_blob::LocalBlobs::open(&config.data_dir.join("registry"))?;
+    let before = SystemClock.now_millis() - i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+    let mut report = GcReport::default();
+    const BATCH: u32 = 1000;
+    loop {
+        let stale = store.stale_uploads(before, BATCH).await?;
+        if dry_run {
+            report.uploads = stale.len();
+            break;
+        }
+        for id in &stale {
+            store.delete_upload(id).await?;
+            blobs.cancel(id).await?;
+        }
+        report.uploads += stale.len();
+        if stale.len() < BATCH as usize {
+            break;
+        }
+    }
+    let mut seen = 0;
+    loop {
+        let unreferenced = store.unreferenced_blobs(before, BATCH).await?;
+        if dry_run {
+            report.blobs = unreferenced.len();
+            break;
+        }
+        for d in &unreferenced {
+            if store.forget_blob(d).await?
+                && let Some(digest) = ward_core::registry::Digest::parse(d)
+            {
+                blobs.remove(&digest, grace).await?;
+                report.blobs += 1;
+            }
+        }
+        seen += unreferenced.len();
+        if unreferenced.len() < BATCH as usize || seen > 10_000_000 {
+            break;
+        }
+    }
+    Ok(report)
+}
+
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;

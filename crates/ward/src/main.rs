@@ -54,6 +54,31 @@ enum AdminCommand {
     Token(ward_server::ServerConfig),
     /// Add a new token signing key; retire keys whose tokens have all expired.
     RotateKey(ward_server::ServerConfig),
+    /// Delete registry blobs nothing references and stale upload sessions.
+    Gc {
+        #[command(flatten)]
+        config: ward_server::ServerConfig,
+        /// Only what has been unreferenced (or untouched) this long, e.g. 24h, 30m.
+        #[arg(long, default_value = "24h", value_parser = grace)]
+        grace: std::time::Duration,
+        /// Count what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// `30m`, `24h`, `7d` or seconds.
+fn grace(raw: &str) -> Result<std::time::Duration, String> {
+    let (num, unit) = raw.split_at(raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len()));
+    let n: u64 = num.parse().map_err(|_| format!("{raw}: expected e.g. 24h"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(format!("{raw}: use s, m, h or d")),
+    };
+    Ok(std::time::Duration::from_secs(secs))
 }
 
 fn init_logging() {
@@ -94,6 +119,12 @@ async fn main() -> std::process::ExitCode {
         Command::Admin(AdminCommand::RotateKey(config)) => ward_server::rotate_key(&config)
             .await
             .map(|kid| println!("added signing key {kid}")),
+        Command::Admin(AdminCommand::Gc { config, grace, dry_run }) => {
+            ward_server::gc(&config, grace, dry_run).await.map(|r| {
+                let verb = if dry_run { "would delete" } else { "deleted" };
+                println!("{verb} {} blob(s) and {} stale upload(s)", r.blobs, r.uploads);
+            })
+        }
         Command::Auth { conn, command } => ward_cli::auth::run(&conn, command).await,
         Command::Iam { conn, command } => ward_cli::run_iam(&conn, command).await,
         Command::Registry { conn, command } => ward_cli::run_registry(&conn, command).await,

@@ -405,6 +405,7 @@ async fn narrowed_tokens_cannot_create_organizations() {
                 act: None,
                 scopes,
                 cap,
+                access: None,
             };
             s.ward().tokens.mint_grant(&grant).expect("mint").0
         };
