@@ -1,0 +1,372 @@
+//! Registry storage conformance: both backends behave the same for repos,
+//! blob links, manifests (atomic with their tags, refusing missing blobs and
+//! children), tags (create-or-repoint, hidden classes), uploads (moving only
+//! from the size the caller saw), the catalog and garbage-collection queries.
+
+use std::sync::Arc;
+
+use ward_core::Error;
+use ward_core::listing::{FilterValue, ListQuery};
+use ward_core::uidp::Uidp;
+use ward_store::registry::{
+    BLOB_TYPE, MANIFEST_TYPE, ManifestLinks, ManifestRecord, RepoPatch, RepoRecord, TagRecord, UploadRecord,
+};
+use ward_store::testing::{self, TestDatabase};
+use ward_store::{GroupRecord, Store};
+
+const T0: i64 = 1_700_000_000_000;
+
+struct Backend {
+    name: &'static str,
+    store: Arc<dyn Store>,
+    _db: TestDatabase,
+}
+
+async fn backends() -> Vec<Backend> {
+    let mut v = Vec::new();
+    for db in testing::backends().await {
+        let store = ward_store::open(&db.url).await.expect("open");
+        v.push(Backend {
+            name: db.backend,
+            store,
+            _db: db,
+        });
+    }
+    v
+}
+
+fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+async fn org(s: &dyn Store) -> Uidp {
+    let uid = Uidp::new_root();
+    s.create_group(
+        &GroupRecord {
+            uid: uid.as_str().into(),
+            parent_uid: None,
+            name: "acme".into(),
+            description: String::new(),
+            verified: false,
+            create_time: T0,
+            update_time: T0,
+        },
+        None,
+    )
+    .await
+    .expect("create org");
+    uid
+}
+
+fn repo(org: &Uidp, name: &str) -> RepoRecord {
+    RepoRecord {
+        uid: org.new_child().into(),
+        parent_uid: org.as_str().into(),
+        org_uid: org.as_str().into(),
+        name: name.into(),
+        description: String::new(),
+        catalog_tier: 0,
+        bundles: "[]".into(),
+        aliases: "[]".into(),
+        active_tags: "[]".into(),
+        create_time: T0,
+        update_time: T0,
+    }
+}
+
+fn manifest(repo: &str, d: &str, subject: Option<&str>) -> ManifestRecord {
+    ManifestRecord {
+        repo_uid: repo.into(),
+        digest: d.into(),
+        media_type: "application/vnd.oci.image.manifest.v1+json".into(),
+        artifact_type: "application/x.test".into(),
+        subject: subject.map(Into::into),
+        annotations: String::new(),
+        content: b"{}".to_vec(),
+        create_time: T0,
+        size: 2,
+    }
+}
+
+fn tag(repo: &Uidp, name: &str, d: &str, t: i64) -> TagRecord {
+    TagRecord {
+        uid: repo.new_child().into(),
+        parent_uid: repo.as_str().into(),
+        name: name.into(),
+        digest: d.into(),
+        create_time: t,
+        update_time: t,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn repos_are_unique_per_org_and_block_group_deletes() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let o = org(s).await;
+        let r = repo(&o, "app");
+        s.create_repo(&r).await.expect("create");
+        let dup = s.create_repo(&repo(&o, "app")).await;
+        assert!(matches!(dup, Err(Error::AlreadyExists { .. })), "{}: {dup:?}", b.name);
+        let other = org(s).await;
+        s.create_repo(&repo(&other, "app"))
+            .await
+            .expect("same name in another org");
+        let found = s.find_repo(o.as_str(), "app").await.unwrap().expect("found");
+        assert_eq!(found, r, "{}", b.name);
+        let mut orphan = repo(&o, "x");
+        orphan.parent_uid = o.new_child().into();
+        assert!(
+            matches!(s.create_repo(&orphan).await, Err(Error::NotFound { .. })),
+            "{}",
+            b.name
+        );
+
+        let second = repo(&o, "second");
+        s.create_repo(&second).await.unwrap();
+        let renamed = s
+            .update_repo(
+                &Uidp::parse("u", &second.uid).unwrap(),
+                &RepoPatch {
+                    name: Some("app".into()),
+                    ..Default::default()
+                },
+                T0 + 1,
+            )
+            .await;
+        assert!(
+            matches!(renamed, Err(Error::AlreadyExists { .. })),
+            "{}: {renamed:?}",
+            b.name
+        );
+        let up = s
+            .update_repo(
+                &Uidp::parse("u", &second.uid).unwrap(),
+                &RepoPatch {
+                    description: Some("d".into()),
+                    ..Default::default()
+                },
+                T0,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (up.description.as_str(), up.update_time),
+            ("d", T0 + 1),
+            "{}: time moves forward",
+            b.name
+        );
+
+        let e = s.delete_group(&o).await.unwrap_err();
+        assert!(format!("{e:?}").contains("repos"), "{}: {e:?}", b.name);
+
+        // Catalog: visible scopes, after a position, in (org, name) order.
+        let all = s.catalog(None, None, 10).await.unwrap();
+        assert_eq!(all.len(), 3, "{}", b.name);
+        let mine = s.catalog(Some(&[o.clone()]), None, 10).await.unwrap();
+        assert_eq!(
+            mine,
+            vec![(o.to_string(), "app".into()), (o.to_string(), "second".into())]
+        );
+        let after = s
+            .catalog(Some(&[o.clone()]), Some((o.as_str(), "app")), 10)
+            .await
+            .unwrap();
+        assert_eq!(after, vec![(o.to_string(), "second".into())], "{}", b.name);
+        assert!(s.catalog(Some(&[]), None, 10).await.unwrap().is_empty());
+
+        // Deleting the repos lets the group go.
+        for uid in [&r.uid, &second.uid] {
+            s.delete_repo(&Uidp::parse("u", uid).unwrap()).await.unwrap();
+        }
+        s.delete_group(&o).await.expect("empty group deletes");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn manifests_need_their_blobs_and_commit_with_their_tag() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let o = org(s).await;
+        let r = repo(&o, "app");
+        s.create_repo(&r).await.unwrap();
+        let ru = Uidp::parse("u", &r.uid).unwrap();
+        let (cfg, layer, m1, m2, idx) = (digest('a'), digest('b'), digest('c'), digest('d'), digest('e'));
+        let links = ManifestLinks {
+            blobs: vec![cfg.clone(), layer.clone()],
+            manifests: vec![],
+        };
+        // A missing blob refuses the manifest, and its tag with it.
+        s.link_blob(&r.uid, &cfg, 10, T0).await.unwrap();
+        let e = s
+            .put_manifest(&manifest(&r.uid, &m1, None), &links, Some(&tag(&ru, "v1", &m1, T0)))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::NotFound { resource_type, name } if *resource_type == BLOB_TYPE && *name == layer),
+            "{}: {e:?}",
+            b.name
+        );
+        assert!(s.find_tag(&r.uid, "v1").await.unwrap().is_none(), "{}", b.name);
+        assert!(s.get_manifest(&r.uid, &m1).await.unwrap().is_none());
+
+        s.link_blob(&r.uid, &layer, 20, T0).await.unwrap();
+        assert_eq!(s.repo_blob(&r.uid, &layer).await.unwrap(), Some(20));
+        let t = s
+            .put_manifest(&manifest(&r.uid, &m1, None), &links, Some(&tag(&ru, "v1", &m1, T0)))
+            .await
+            .unwrap()
+            .expect("tag");
+        assert_eq!((t.name.as_str(), t.digest.as_str()), ("v1", m1.as_str()));
+        let got = s.get_manifest(&r.uid, &m1).await.unwrap().expect("stored");
+        assert_eq!((got.content.as_slice(), got.size), (b"{}".as_slice(), 2), "{}", b.name);
+        // Idempotent by digest.
+        s.put_manifest(&manifest(&r.uid, &m1, None), &links, None)
+            .await
+            .unwrap();
+
+        // An index needs its children in the repo.
+        let children = ManifestLinks {
+            blobs: vec![],
+            manifests: vec![m1.clone(), m2.clone()],
+        };
+        let e = s
+            .put_manifest(&manifest(&r.uid, &idx, None), &children, None)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::NotFound { resource_type, .. } if *resource_type == MANIFEST_TYPE),
+            "{e:?}"
+        );
+
+        // Referrers by subject (content omitted, size kept).
+        s.put_manifest(&manifest(&r.uid, &m2, Some(&m1)), &links, None)
+            .await
+            .unwrap();
+        let refs = s.referrers(&r.uid, &m1, 10).await.unwrap();
+        assert_eq!(refs.len(), 1, "{}", b.name);
+        assert_eq!(
+            (refs[0].digest.as_str(), refs[0].size, refs[0].content.len()),
+            (m2.as_str(), 2, 0)
+        );
+
+        // Tags: re-point keeps the uid; the same digest keeps the time.
+        let again = s.put_tag(&tag(&ru, "v1", &m1, T0 + 50)).await.unwrap();
+        assert_eq!(
+            (again.uid.as_str(), again.update_time),
+            (t.uid.as_str(), T0),
+            "{}",
+            b.name
+        );
+        let moved = s.put_tag(&tag(&ru, "v1", &m2, T0)).await.unwrap();
+        assert_eq!(
+            (moved.uid.as_str(), moved.update_time),
+            (t.uid.as_str(), T0 + 1),
+            "{}: forward",
+            b.name
+        );
+        assert!(matches!(
+            s.put_tag(&tag(&ru, "nope", &digest('f'), T0)).await,
+            Err(Error::NotFound { resource_type, .. }) if resource_type == MANIFEST_TYPE
+        ));
+        for n in ["sha256-x.sig", "1-20240101", "1-r2", "latest"] {
+            s.put_tag(&tag(&ru, n, &m1, T0)).await.unwrap();
+        }
+        let q = |hide: bool| ListQuery {
+            uidp: ward_core::listing::UidpFilter {
+                children_of: Some(ru.clone()),
+                ..Default::default()
+            },
+            filters: if hide {
+                vec![
+                    ("is_referrer", FilterValue::Int(0)),
+                    ("is_dated", FilterValue::Int(0)),
+                    ("is_epoch", FilterValue::Int(0)),
+                ]
+            } else {
+                vec![]
+            },
+            page_size: 50,
+            ..Default::default()
+        };
+        assert_eq!(s.list_tags(&q(false)).await.unwrap().total_count, 5, "{}", b.name);
+        let shown = s.list_tags(&q(true)).await.unwrap();
+        let mut names: Vec<String> = shown.items.into_iter().map(|t| t.name).collect();
+        names.sort();
+        assert_eq!(names, ["latest", "v1"], "{}", b.name);
+        assert_eq!(
+            s.tag_names(&r.uid, Some("1-r2"), 2).await.unwrap(),
+            ["latest", "sha256-x.sig"],
+            "{}",
+            b.name
+        );
+
+        // Deleting a manifest deletes the tags on it.
+        assert!(s.delete_manifest(&r.uid, &m1).await.unwrap());
+        assert!(s.find_tag(&r.uid, "latest").await.unwrap().is_none(), "{}", b.name);
+        assert!(
+            s.find_tag(&r.uid, "v1").await.unwrap().is_some(),
+            "{}: v1 is on m2",
+            b.name
+        );
+        assert!(!s.delete_manifest(&r.uid, &m1).await.unwrap());
+
+        // GC: blobs stay while linked or named; an unlinked, unnamed one goes.
+        s.link_blob(&r.uid, &digest('9'), 1, T0).await.unwrap();
+        assert!(s.unlink_blob(&r.uid, &digest('9')).await.unwrap());
+        assert!(!s.unlink_blob(&r.uid, &digest('9')).await.unwrap());
+        assert!(s.unlink_blob(&r.uid, &layer).await.unwrap());
+        let gone = s.unreferenced_blobs(T0 + 1, 100).await.unwrap();
+        assert_eq!(gone, vec![digest('9')], "{}: the layer is still named by m2", b.name);
+        assert!(
+            s.unreferenced_blobs(T0, 100).await.unwrap().is_empty(),
+            "{}: grace",
+            b.name
+        );
+        assert!(s.forget_blob(&digest('9')).await.unwrap());
+        assert!(!s.forget_blob(&layer).await.unwrap(), "{}", b.name);
+
+        // Deleting the repo takes everything with it.
+        s.delete_repo(&ru).await.unwrap();
+        assert!(s.get_manifest(&r.uid, &m2).await.unwrap().is_none());
+        assert!(s.find_tag(&r.uid, "v1").await.unwrap().is_none());
+        assert!(matches!(s.delete_repo(&ru).await, Err(Error::NotFound { .. })));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn uploads_advance_only_from_where_they_are() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let o = org(s).await;
+        let r = repo(&o, "app");
+        s.create_repo(&r).await.unwrap();
+        let u = UploadRecord {
+            uuid: "0123456789abcdef0123456789abcdef".into(),
+            repo_uid: r.uid.clone(),
+            size: 0,
+            create_time: T0,
+            update_time: T0,
+        };
+        s.create_upload(&u).await.unwrap();
+        assert!(s.advance_upload(&u.uuid, 0, 10, T0 + 1).await.unwrap());
+        assert!(
+            !s.advance_upload(&u.uuid, 0, 20, T0 + 2).await.unwrap(),
+            "{}: stale offset",
+            b.name
+        );
+        assert_eq!(s.get_upload(&u.uuid).await.unwrap().map(|x| x.size), Some(10));
+        assert_eq!(s.stale_uploads(T0 + 2, 10).await.unwrap(), vec![u.uuid.clone()]);
+        assert!(s.stale_uploads(T0 + 1, 10).await.unwrap().is_empty());
+        assert!(s.delete_upload(&u.uuid).await.unwrap());
+        assert!(!s.delete_upload(&u.uuid).await.unwrap());
+        let mut orphan = u.clone();
+        orphan.uuid = "fedcba9876543210fedcba9876543210".into();
+        orphan.repo_uid = o.new_child().into();
+        assert!(
+            matches!(s.create_upload(&orphan).await, Err(Error::NotFound { .. })),
+            "{}",
+            b.name
+        );
+    }
+}
