@@ -83,7 +83,11 @@ async fn served(s: &TestServer, name: &str, reference: &str) -> (u16, Option<Str
         .send()
         .await
         .unwrap();
-    let d = r.headers().get("docker-content-digest").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let d = r
+        .headers()
+        .get("docker-content-digest")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     (r.status().as_u16(), d)
 }
 
@@ -135,7 +139,10 @@ async fn repos_crud_validation_and_uniqueness() {
         }
 
         let (st, body) = s
-            .post(&format!("/registry/v2/repos/{org}"), json!({"name": "x", "catalogTier": 99}))
+            .post(
+                &format!("/registry/v2/repos/{org}"),
+                json!({"name": "x", "catalogTier": 99}),
+            )
             .await;
         assert_error(b, st, &body, 400, 3, "INVALID_ARGUMENT");
 

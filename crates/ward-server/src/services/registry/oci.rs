@@ -8,7 +8,8 @@
 //! - push: `manifest.create` (blobs and manifests), plus `tag.create` for a
 //!   manifest pushed by tag (`tag.update` to move an existing tag), plus
 //!   `repo.create` at the organization when the repo does not exist yet;
-//! - delete: `manifest.delete` (manifests, blobs), `tag.delete` (tags).
+//! - delete: `manifest.delete` (blobs; manifests, which also need
+//!   `tag.delete` since their tags go with them), `tag.delete` (tags).
 //!
 //! A caller who cannot list repos there gets NAME_UNKNOWN, whether or not the
 //! repo exists; one who can see it but lacks the capability gets DENIED.
@@ -433,7 +434,7 @@ impl Ward {
         let caps = self.caps_at(caller, &uid);
         if caps.contains(cap) {
             Ok(repo)
-        } else if caps.contains(Capability::RepoList) || caps.contains(Capability::RepoBlobsGet) {
+        } else if caps.contains(Capability::RepoList) {
             Err(OciError::denied(format!(
                 "{} is required on {}",
                 cap.dotted_name(),
@@ -450,10 +451,15 @@ impl Ward {
         if t.repo.is_some() {
             return self.oci_check(caller, t, Capability::ManifestCreate);
         }
+        // The new repo inherits what the caller holds at the organization:
+        // refuse before creating it unless that allows this push.
         let caps = self.caps_at(caller, &t.org);
-        if !caps.contains(Capability::RepoCreate) {
+        if !caps.contains(Capability::RepoCreate) || !caps.contains(Capability::ManifestCreate) {
             return Err(if caps.contains(Capability::RepoList) {
-                OciError::denied(format!("repo.create is required on {} to push a new repository", t.org))
+                OciError::denied(format!(
+                    "repo.create and manifest.create are required on {} to push a new repository",
+                    t.org
+                ))
             } else {
                 OciError::name_unknown(&t.full)
             });
@@ -602,6 +608,8 @@ impl Ward {
     pub async fn oci_delete_manifest(&self, caller: &Caller, t: &Target, reference: &str) -> OciResult<()> {
         match parse_reference(reference)? {
             Reference::Digest(d) => {
+                // The manifest's tags go with it.
+                self.oci_check(caller, t, Capability::TagDelete)?;
                 let repo = self.oci_check(caller, t, Capability::ManifestDelete)?;
                 if !self.store.delete_manifest(&repo.uid, d.as_str()).await? {
                     return Err(OciError::manifest_unknown(d.as_str()));
@@ -832,8 +840,11 @@ impl Ward {
                 let repo = self.oci_check(caller, t, Capability::ReferrersList)?;
                 self.store.referrers(&repo.uid, digest.as_str(), MAX_REFERRERS).await?
             }
-            // Nothing was pushed there yet: nothing refers to anything.
-            None => Vec::new(),
+            // Nothing was pushed there yet: nothing refers to anything, for
+            // a caller who would see the repo if it existed (others learn
+            // nothing about which names exist).
+            None if self.caps_at(caller, &t.org).contains(Capability::RepoList) => Vec::new(),
+            None => return Err(OciError::name_unknown(&t.full)),
         };
         let manifests: Vec<Value> = found
             .into_iter()
