@@ -163,13 +163,13 @@ async fn repos_are_unique_per_org_and_block_group_deletes() {
         // Catalog: visible scopes, after a position, in (org, name) order.
         let all = s.catalog(None, None, 10).await.unwrap();
         assert_eq!(all.len(), 3, "{}", b.name);
-        let mine = s.catalog(Some(&[o.clone()]), None, 10).await.unwrap();
+        let mine = s.catalog(Some(std::slice::from_ref(&o)), None, 10).await.unwrap();
         assert_eq!(
             mine,
             vec![(o.to_string(), "app".into()), (o.to_string(), "second".into())]
         );
         let after = s
-            .catalog(Some(&[o.clone()]), Some((o.as_str(), "app")), 10)
+            .catalog(Some(std::slice::from_ref(&o)), Some((o.as_str(), "app")), 10)
             .await
             .unwrap();
         assert_eq!(after, vec![(o.to_string(), "second".into())], "{}", b.name);

@@ -690,7 +690,7 @@ async fn check_registry_token(s: &TestServer, fx: &Fixture, c: &Caller) -> usize
         Outcome::NotFound
     };
     let pick = |action: &str| {
-        if granted.iter().any(|g| *g == action) {
+        if granted.contains(&action) {
             Outcome::Ok
         } else {
             refused

@@ -297,7 +297,7 @@ pub(crate) fn page_size(q: &[(String, String)]) -> OciResult<u32> {
     }
 }
 
-pub(crate) fn header_str<'a>(h: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+pub(crate) fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 

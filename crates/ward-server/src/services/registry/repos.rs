@@ -86,7 +86,7 @@ impl Ward {
         check_bundles("bundles", &repo.bundles, &mut bad);
         check_aliases("aliases", &repo.aliases, &mut bad);
         check_tags("active_tags", &repo.active_tags, &mut bad);
-        if parent.depth() >= crate::services::groups::MAX_GROUP_DEPTH + 1 {
+        if parent.depth() > crate::services::groups::MAX_GROUP_DEPTH {
             bad.push(FieldViolation {
                 field: "parent".into(),
                 description: "repos live in groups; this parent is too deep to be one".into(),
