@@ -370,6 +370,31 @@ async fn images_rest_grpc_and_cli() {
         let idx = push_manifest(&s, &name, "latest", INDEX, &index).await;
         let ruid = uid(&repo_by_name(&s, &org, "multi").await);
 
+        // Content negotiation: an index is not served to a client that lists
+        // only image manifests, and is to one that lists it (or nothing).
+        let get = |accept: Option<&'static str>| {
+            let mut r = s
+                .http
+                .get(format!("{}/v2/{name}/manifests/latest", s.base))
+                .bearer_auth(&s.token);
+            if let Some(a) = accept {
+                r = r.header("accept", a);
+            }
+            r.send()
+        };
+        let r = get(Some(MANIFEST)).await.unwrap();
+        assert_eq!(r.status(), 404, "[{b}]");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["errors"][0]["code"], "MANIFEST_UNKNOWN", "[{b}] {body}");
+        for accept in [
+            Some("application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json"),
+            None,
+        ] {
+            let r = get(accept).await.unwrap();
+            assert_eq!(r.status(), 200, "[{b}] {accept:?}");
+            assert_eq!(r.headers()["content-type"], INDEX);
+        }
+
         let (st, a) = s
             .get(&format!("/registry/v2/repos/{ruid}/digests/{idx}/architectures"))
             .await;

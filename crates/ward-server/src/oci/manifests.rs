@@ -10,6 +10,25 @@ use crate::authz::Caller;
 use crate::services::registry::oci::{Action, MAX_MANIFEST_BYTES, OciError, OciResult};
 use crate::ward::Ward;
 
+/// Whether the client accepts `media_type`: no `Accept`, a wildcard, JSON,
+/// or the type itself among the (possibly several) `Accept` headers.
+fn acceptable(headers: &http::HeaderMap, media_type: &str) -> bool {
+    let mut listed = false;
+    for v in headers.get_all(header::ACCEPT) {
+        for item in v.to_str().unwrap_or("*/*").split(',') {
+            let t = item.split(';').next().unwrap_or("").trim();
+            if t.is_empty() {
+                continue;
+            }
+            listed = true;
+            if t == media_type || t == "*/*" || t == "application/*" || t == "application/json" {
+                return true;
+            }
+        }
+    }
+    !listed
+}
+
 pub(crate) async fn handle(
     ward: &Ward,
     caller: &Caller,
@@ -22,6 +41,12 @@ pub(crate) async fn handle(
         Method::GET | Method::HEAD => {
             let t = target(ward, caller, name, Action::Pull).await?;
             let m = ward.oci_get_manifest(caller, &t, reference).await?;
+            if !acceptable(req.headers(), &m.media_type) {
+                return Err(OciError::manifest_unknown(&format!(
+                    "{reference} is a {}, which the Accept header does not list",
+                    m.media_type
+                )));
+            }
             let len = m.content.len();
             let mut r = Response::new(if method == Method::HEAD {
                 Body::empty()
@@ -75,5 +100,28 @@ pub(crate) async fn handle(
             Ok(r)
         }
         _ => Err(OciError::new(405, "UNSUPPORTED", "the operation is unsupported")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::acceptable;
+
+    #[test]
+    fn accept_lists() {
+        let mut h = http::HeaderMap::new();
+        assert!(acceptable(&h, "application/vnd.oci.image.index.v1+json"));
+        h.append("accept", "application/vnd.oci.image.manifest.v1+json".parse().unwrap());
+        h.append(
+            "accept",
+            "application/vnd.docker.distribution.manifest.v2+json; q=0.9, text/plain"
+                .parse()
+                .unwrap(),
+        );
+        assert!(acceptable(&h, "application/vnd.oci.image.manifest.v1+json"));
+        assert!(acceptable(&h, "application/vnd.docker.distribution.manifest.v2+json"));
+        assert!(!acceptable(&h, "application/vnd.oci.image.index.v1+json"));
+        h.append("accept", "*/*".parse().unwrap());
+        assert!(acceptable(&h, "application/vnd.oci.image.index.v1+json"));
     }
 }
