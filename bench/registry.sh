@@ -4,7 +4,7 @@
 # (ward, distribution, ward, distribution, … for ROUNDS rounds):
 #
 #   1. manifest GET by tag          (wrk, Accept: OCI image manifest)
-#   2. manifest HEAD by tag         (wrk with a Lua script setting HEAD)
+#   2. manifest HEAD by tag         (ApacheBench `ab -i`: wrk stalls on HEAD)
 #   3. tags/list of a repo with 1,000 tags
 #   4. 1 MiB blob GET               (req/s and MiB/s = req/s × 1 MiB)
 #   5. 100 MiB blob push            (POST + monolithic PUT with curl; PUSHES
@@ -16,13 +16,14 @@
 #   cargo build --release -p ward && bench/registry.sh
 #   ONLY=distribution bench/registry.sh     # one side only (also: ONLY=ward)
 #
-# Needs wrk and docker-registry (installed from Debian's packages if missing),
+# Needs wrk, ab and docker-registry (installed from Debian's packages if missing),
 # curl, python3 and sha256sum. The Ward binary is not built here.
 # Environment: WARD_BIN (default target/release/ward; when it is missing and
 # ONLY is unset, only distribution runs), ONLY, ROUNDS (2), DURATION (10s),
 # WARMUP (2s), CONNECTIONS (32), THREADS (2), PUSHES (5), PUSH_MIB (100),
-# TAGS (1000), WARD_PORT (18091), DIST_PORT (18092), BENCH_DEBUG (keep the
-# work directory and the servers' logs). See bench/README.md.
+# TAGS (1000, at most 1000), WARD_PORT (18091), DIST_PORT (18092),
+# BENCH_DEBUG (keep the work directory and the servers' logs). See
+# bench/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,11 +55,13 @@ if [ ! -x "$WARD_BIN" ] && [[ " ${registries[*]} " == *" ward "* ]]; then
   say "registry.sh: $WARD_BIN not found, so distribution runs alone; build Ward with 'cargo build --release -p ward' (or set WARD_BIN)"
   registries=(distribution)
 fi
-(( TAGS >= 1 && TAGS <= 10000 )) || die "TAGS must be 1..10000 (tags are t0000…)"
+# One tags/list page: Ward answers at most 1,000 tags a page, distribution all.
+(( TAGS >= 1 && TAGS <= 1000 )) || die "TAGS must be 1..1000 (one tags/list page)"
 
 need() { command -v "$1" >/dev/null 2>&1; }
 missing=()
 need wrk || missing+=(wrk)
+need ab || missing+=(apache2-utils)
 if [[ " ${registries[*]} " == *" distribution "* ]] && [ ! -x "$DIST_BIN" ]; then
   [ "$DIST_BIN" = /usr/bin/docker-registry ] || die "$DIST_BIN not found"
   missing+=(docker-registry)
@@ -97,7 +100,6 @@ manifest_digest=$(digest "$img/manifest.json")
 # The push files: made once; each push run rewrites their first bytes, so
 # every push sends a blob neither registry holds.
 for i in $(seq 1 "$PUSHES"); do head -c $((PUSH_MIB * 1024 * 1024)) /dev/urandom >"$work/push$i"; done
-printf 'wrk.method = "HEAD"\n' >"$work/head.lua"
 
 # ---------------------------------------------------------------------------
 # Per-registry settings, set by use(): base URL, image name, auth header.
@@ -233,10 +235,44 @@ bench_wrk() {
   out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency ${auth[@]+"${auth[@]}"} "$@" "$url")
   printf '== %s round %s %s\n%s\n' "$reg" "$round" "$scenario" "$out" >>"$work/wrk.log"
   read -r rps p50 p99 errs < <(echo "$out" | parse_wrk)
-  [ "$errs" = 0 ] || say "  warning: $errs non-2xx responses or socket errors (see wrk.log with BENCH_DEBUG=1)"
-  say "  $(printf '%-6s %-14s %10s req/s  p50 %7s ms  p99 %7s ms' "$reg" "$scenario" "$rps" "$p50" "$p99")"
+  record "$round" "$scenario" "$rps" "$p50" "$p99" "$errs"
+}
+
+# record ROUND SCENARIO RPS P50 P99 ERRORS
+record() {
+  [ "$6" = 0 ] || say "  warning: $6 failed or non-2xx responses (see wrk.log with BENCH_DEBUG=1)"
+  say "  $(printf '%-12s %-14s %10s req/s  p50 %8s ms  p99 %8s ms' "$reg" "$2" "$3" "$4" "$5")"
   printf '{"registry":"%s","round":%d,"scenario":"%s","rps":%s,"p50_ms":%s,"p99_ms":%s,"errors":%d}\n' \
-    "$reg" "$round" "$scenario" "$rps" "$p50" "$p99" "$errs" >>"$work/results.jsonl"
+    "$reg" "$1" "$2" "$3" "$4" "$5" "$6" >>"$work/results.jsonl"
+}
+
+secs() { # 10s / 2m / 10 → seconds, for ab
+  case "$1" in *s) echo "${1%s}" ;; *m) echo $((${1%m} * 60)) ;; *h) echo $((${1%h} * 3600)) ;; *) echo "$1" ;; esac
+}
+
+# bench_ab ROUND SCENARIO PATH [AB ARGS…]: like bench_wrk, with ApacheBench,
+# for HEAD (wrk 4.1 waits for a HEAD response's Content-Length of body and
+# stalls). One client thread, HTTP/1.0 keep-alive, CONNECTIONS connections.
+bench_ab() {
+  local round=$1 scenario=$2 url=$base$3 out rps p50 p99 errs
+  shift 3
+  ab -q -r -k -c"$CONNECTIONS" -t"$(secs "$WARMUP")" -n 10000000 ${auth[@]+"${auth[@]}"} "$@" "$url" >/dev/null 2>&1
+  out=$(ab -q -r -k -c"$CONNECTIONS" -t"$(secs "$DURATION")" -n 10000000 -e "$work/ab.csv" \
+    ${auth[@]+"${auth[@]}"} "$@" "$url" 2>&1)
+  printf '== %s round %s %s\n%s\n' "$reg" "$round" "$scenario" "$out" >>"$work/wrk.log"
+  read -r rps p50 p99 errs < <(echo "$out" | CSV="$work/ab.csv" python3 -c '
+import csv, os, re, sys
+t = sys.stdin.read()
+rps = float(re.search(r"Requests per second:\s+([\d.]+)", t).group(1))
+pct = {int(float(r[0])): float(r[1]) for r in list(csv.reader(open(os.environ["CSV"])))[1:]}
+failed = int(re.search(r"Failed requests:\s+(\d+)", t).group(1))
+non2xx = re.search(r"Non-2xx responses:\s+(\d+)", t)
+done = int(re.search(r"Complete requests:\s+(\d+)", t).group(1))
+kept = int(re.search(r"Keep-Alive requests:\s+(\d+)", t).group(1))
+if kept < done:
+    print(f"  warning: only {kept} of {done} requests reused a connection", file=sys.stderr)
+print(f"{rps:.1f} {pct[50]:.3f} {pct[99]:.3f} {failed + (int(non2xx.group(1)) if non2xx else 0)}")')
+  record "$round" "$scenario" "$rps" "$p50" "$p99" "$errs"
 }
 
 # bench_push ROUND: PUSHES pushes of distinct PUSH_MIB MiB blobs, one after another.
@@ -256,7 +292,7 @@ bench_push() {
   [ "$(curl_reg -s -o /dev/null -w '%{http_code}' -I "$base/v2/$name/blobs/${ds[PUSHES]}")" = 200 ] ||
     die "$reg: pushed blob not found"
   mibs=$(python3 -c "print(f'{$PUSHES * $PUSH_MIB / ($total / 1e9):.1f}')")
-  say "  $(printf '%-6s %-14s %10s MiB/s  (%d × %d MiB in %.2f s)' "$reg" blob_push "$mibs" "$PUSHES" "$PUSH_MIB" \
+  say "  $(printf '%-12s %-14s %10s MiB/s  (%d × %d MiB in %.2f s)' "$reg" blob_push "$mibs" "$PUSHES" "$PUSH_MIB" \
     "$(python3 -c "print($total / 1e9)")")"
   printf '{"registry":"%s","round":%d,"scenario":"blob_push","mib_s":%s,"seconds":%s}\n' \
     "$reg" "$round" "$mibs" "$(python3 -c "print(round($total / 1e9, 3))")" >>"$work/results.jsonl"
@@ -276,7 +312,7 @@ for round in $(seq 1 "$ROUNDS"); do
     use "$r"
     say "round $round: $reg"
     bench_wrk "$round" manifest_get "/v2/$name/manifests/t0500" -H "Accept: $OCI_MANIFEST"
-    bench_wrk "$round" manifest_head "/v2/$name/manifests/t0500" -H "Accept: $OCI_MANIFEST" -s "$work/head.lua"
+    bench_ab "$round" manifest_head "/v2/$name/manifests/t0500" -i -H "Accept: $OCI_MANIFEST"
     bench_wrk "$round" tags_list "/v2/$name/tags/list"
     bench_wrk "$round" blob_get "/v2/$name/blobs/$layer_digest"
     bench_push "$round"
@@ -321,7 +357,7 @@ for key, label, metric in scenarios:
         rs = sorted((x for x in rows if x["registry"] == reg and x["scenario"] == key), key=lambda x: x["round"])
         if not rs:
             continue
-        s = {"rounds": rs}
+        s = {}
         if metric == "rps":
             s["rps"] = round(mean(x["rps"] for x in rs), 1)
             s["p50_ms"] = round(mean(x["p50_ms"] for x in rs), 3)
@@ -329,12 +365,9 @@ for key, label, metric in scenarios:
             s["errors"] = sum(x["errors"] for x in rs)
             if key == "blob_get":
                 s["mib_s"] = s["rps"]  # 1 MiB per request
-            for x in rs:
-                del x["registry"], x["scenario"]
         else:
             s["mib_s"] = round(mean(x["mib_s"] for x in rs), 1)
-            for x in rs:
-                del x["registry"], x["scenario"]
+        s["rounds"] = [{k: v for k, v in x.items() if k not in ("registry", "scenario")} for x in rs]
         out[reg] = s
         per = " / ".join(f"{x[metric]:.0f}" for x in rs)
         rps = f"{s['rps']:.0f}" if "rps" in s else "-"

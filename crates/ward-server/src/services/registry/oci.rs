@@ -806,23 +806,25 @@ impl Ward {
             .map_err(|e| blob_error(BlobError::Io(e), None))
     }
 
-    /// One page of tag names (after `last`).
+    /// Tag names after `last`: at most `n` (callers ask for one more than a
+    /// page, to know whether another follows).
     pub async fn oci_tags(&self, caller: &Caller, t: &Target, n: u32, last: Option<&str>) -> OciResult<Vec<String>> {
         let repo = self.oci_check(caller, t, Capability::TagList)?;
         if n == 0 {
             return Ok(Vec::new());
         }
-        Ok(self.store.tag_names(&repo.uid, last, n.min(MAX_PAGE)).await?)
+        Ok(self.store.tag_names(&repo.uid, last, n.min(MAX_PAGE + 1)).await?)
     }
 
-    /// One page of `<org uid>/<name>` the caller may list, after `last`.
+    /// `<org uid>/<name>` the caller may list, after `last`, at most `n`
+    /// (callers ask for one more than a page).
     pub async fn oci_catalog(&self, caller: &Caller, n: u32, last: Option<&str>) -> OciResult<Vec<String>> {
         if n == 0 {
             return Ok(Vec::new());
         }
         let visible = self.visible_scopes(caller, Capability::RepoList);
         let after = last.and_then(|l| l.split_once('/'));
-        let rows = self.store.catalog(visible.as_deref(), after, n.min(MAX_PAGE)).await?;
+        let rows = self.store.catalog(visible.as_deref(), after, n.min(MAX_PAGE + 1)).await?;
         Ok(rows.into_iter().map(|(org, name)| format!("{org}/{name}")).collect())
     }
 
