@@ -8,8 +8,9 @@
 //! whole in memory beyond one write batch ([`WRITE_BATCH`]).
 //!
 //! The metadata (which repo holds which blob, upload sessions) lives in the
-//! database; this crate holds bytes only. [`BlobStore`] is the seam for an
-//! object-storage implementation shared by several replicas.
+//! database; this crate holds bytes only. [`LocalBlobs`] keeps them on the
+//! local disk (the default); [`S3Blobs`] in an S3-compatible bucket that
+//! several replicas share.
 
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
@@ -22,6 +23,9 @@ use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt as _};
 use sha2::Digest as _;
 use ward_core::registry::{Algorithm, Digest};
+
+mod s3;
+pub use s3::S3Blobs;
 
 /// A stream of body bytes.
 pub type ByteStream = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>;

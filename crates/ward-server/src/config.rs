@@ -33,6 +33,12 @@ pub struct ServerConfig {
     #[arg(long, env = "WARD_REGISTRY_URL")]
     pub registry_url: Option<String>,
 
+    /// Where registry blobs live: `s3://bucket?endpoint=…&region=…` (an
+    /// S3-compatible bucket several replicas share; credentials from the
+    /// `AWS_*` environment). Default: `<data-dir>/registry` on local disk.
+    #[arg(long, env = "WARD_BLOB_STORE")]
+    pub blob_store: Option<String>,
+
     /// Largest blob one registry upload may create, in bytes.
     #[arg(long, env = "WARD_MAX_BLOB_BYTES", default_value_t = crate::ward::DEFAULT_MAX_BLOB_BYTES)]
     pub max_blob_bytes: u64,
@@ -78,6 +84,7 @@ impl ServerConfig {
             issuer_url: None,
             api_url: None,
             registry_url: None,
+            blob_store: None,
             max_blob_bytes: crate::ward::DEFAULT_MAX_BLOB_BYTES,
             dev: false,
             allow_org_creation: false,
@@ -136,6 +143,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("issuer_url", &self.issuer_url)
             .field("api_url", &self.api_url)
             .field("registry_url", &self.registry_url)
+            .field("blob_store", &self.blob_store)
             .field("max_blob_bytes", &self.max_blob_bytes)
             .field("dev", &self.dev)
             .field("allow_org_creation", &self.allow_org_creation)

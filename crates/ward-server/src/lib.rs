@@ -66,10 +66,7 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
         .await
         .context("opening the database")?;
     let (issuer, api) = config.urls(bound);
-    let blob_dir = config.data_dir.join("registry");
-    let blobs = ward_blob::LocalBlobs::open(&blob_dir)
-        .with_context(|| format!("opening the blob store at {}", blob_dir.display()))?;
-    let mut ward = Ward::bootstrap(store, clock, issuer, api, Arc::new(blobs))
+    let mut ward = Ward::bootstrap(store, clock, issuer, api, blob_store(config)?)
         .await
         .context("bootstrapping")?;
     if let Some(url) = &config.registry_url {
@@ -83,6 +80,20 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
     };
     ward.upstream = ward_auth::upstream::Upstream::new(policy, ward.clock.clone());
     Ok(Arc::new(ward))
+}
+
+/// The registry's blob store: `--blob-store s3://…`, else the data directory.
+fn blob_store(config: &ServerConfig) -> anyhow::Result<Arc<dyn ward_blob::BlobStore>> {
+    match config.blob_store.as_deref() {
+        Some(url) if url.starts_with("s3://") => Ok(Arc::new(ward_blob::S3Blobs::open(url)?)),
+        Some(other) => anyhow::bail!("--blob-store {other}: expected s3://bucket?endpoint=…"),
+        None => {
+            let dir = config.data_dir.join("registry");
+            let blobs = ward_blob::LocalBlobs::open(&dir)
+                .with_context(|| format!("opening the blob store at {}", dir.display()))?;
+            Ok(Arc::new(blobs))
+        }
+    }
 }
 
 /// Writes the admin token file (mode 0600) and returns its path.
@@ -242,11 +253,10 @@ pub struct GcReport {
 /// still unreferenced in that statement, and its bytes are kept if they were
 /// written within `grace` (a push racing the collection).
 pub async fn gc(config: &ServerConfig, grace: std::time::Duration, dry_run: bool) -> anyhow::Result<GcReport> {
-    use ward_blob::BlobStore as _;
     let store = ward_store::open(&config.database_url())
         .await
         .context("opening the database")?;
-    let blobs = ward_blob::LocalBlobs::open(&config.data_dir.join("registry"))?;
+    let blobs = blob_store(config)?;
     let before = SystemClock.now_millis() - i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
     let mut report = GcReport::default();
     const BATCH: u32 = 1000;

@@ -434,7 +434,7 @@ async fn walk(r: &Reg, first: &str, key: &str) -> (Vec<String>, usize) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ping_and_auth_challenge() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
         let r = admin.get("/v2/").await;
@@ -486,7 +486,7 @@ async fn ping_and_auth_challenge() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn token_endpoint_scopes_to_one_repository() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let o = org(&s, "acme").await;
         let (name, other) = (format!("{o}/app"), format!("{o}/other"));
         let admin = Reg::admin(&s);
@@ -551,7 +551,7 @@ async fn token_endpoint_scopes_to_one_repository() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn blob_post_then_put_and_single_post() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
 
@@ -602,7 +602,7 @@ async fn blob_post_then_put_and_single_post() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn blob_digest_errors() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
         let data = random_bytes(500);
@@ -662,7 +662,7 @@ async fn blob_digest_errors() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn blob_sha512() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
 
@@ -720,7 +720,7 @@ async fn blob_sha512() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn blob_chunked_upload() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
 
@@ -793,7 +793,7 @@ async fn blob_chunked_upload() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn blob_chunks_out_of_order() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
         let data = random_bytes(3000);
@@ -840,7 +840,7 @@ async fn blob_chunks_out_of_order() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn blob_streamed_patch() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
         let data = random_bytes(5000);
@@ -867,7 +867,7 @@ async fn blob_streamed_patch() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn blob_upload_cancel_and_unknown_sessions() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let o = org(&s, "acme").await;
         let (name, other) = (format!("{o}/app"), format!("{o}/other"));
         let admin = Reg::admin(&s);
@@ -910,7 +910,7 @@ async fn blob_upload_cancel_and_unknown_sessions() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn blob_range_requests() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
         let data = random_bytes(2048);
@@ -945,7 +945,7 @@ async fn blob_range_requests() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn blob_missing_delete_and_empty() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let o = org(&s, "acme").await;
         let name = format!("{o}/app");
         let admin = Reg::admin(&s);
@@ -990,7 +990,7 @@ async fn blob_missing_delete_and_empty() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn blob_cross_repository_mount() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let o = org(&s, "acme").await;
         let (src, dst, third) = (format!("{o}/src"), format!("{o}/dst"), format!("{o}/team/third"));
         let admin = Reg::admin(&s);
@@ -1065,7 +1065,7 @@ async fn blob_cross_repository_mount() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn manifest_push_and_pull() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
         // Pretty-printed with a trailing newline: stored and served byte for byte.
@@ -1109,7 +1109,7 @@ async fn push_check(r: &Reg, name: &str, m: Value, reference: &str, mt: &str) ->
 
 #[tokio::test(flavor = "multi_thread")]
 async fn manifest_media_types() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
         // Docker schema 2 image and manifest list.
@@ -1149,7 +1149,7 @@ async fn manifest_media_types() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn manifest_artifacts_and_unusual_shapes() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
         let empty_config = desc(OCI_EMPTY, b"{}");
@@ -1217,7 +1217,7 @@ async fn manifest_artifacts_and_unusual_shapes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn manifest_sha512() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
         let m = serde_json::to_vec(&image_json(&admin, &name).await).unwrap();
@@ -1252,7 +1252,7 @@ async fn manifest_sha512() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn manifest_errors() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
         let (_, base) = push_image(&admin, &name, Some("base")).await;
@@ -1351,7 +1351,7 @@ async fn manifest_errors() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tags_list_and_pagination() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let o = org(&s, "acme").await;
         let name = format!("{o}/app");
         let admin = Reg::admin(&s);
@@ -1414,7 +1414,7 @@ async fn tags_list_and_pagination() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn catalog_lists_repositories() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let o = org(&s, "acme").await;
         let admin = Reg::admin(&s);
         let mut names: Vec<String> = ["zeta", "alpha", "team/app", "beta"]
@@ -1471,7 +1471,7 @@ async fn catalog_lists_repositories() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn delete_tags_and_manifests() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let name = format!("{}/app", org(&s, "acme").await);
         let admin = Reg::admin(&s);
         let (d, m) = push_image(&admin, &name, Some("keep")).await;
@@ -1558,7 +1558,7 @@ fn check_referrers(r: &Resp, expected: &[Referrer], want: &[usize]) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn referrers_api() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let o = org(&s, "acme").await;
         let (name, other) = (format!("{o}/app"), format!("{o}/other"));
         let admin = Reg::admin(&s);
@@ -1669,7 +1669,7 @@ async fn referrers_api() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn repository_names() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let o = org(&s, "acme").await;
         let admin = Reg::admin(&s);
 
@@ -1729,7 +1729,7 @@ async fn repository_names() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rest_api_sees_registry_tags() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let b = s.backend;
         let o = org(&s, "acme").await;
         let name = format!("{o}/app");
@@ -1809,7 +1809,7 @@ async fn root_identity(s: &TestServer, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pull_role_reads_only_its_organization() {
-    for s in common::servers().await {
+    for s in common::registry_servers().await {
         let b = s.backend;
         let (oa, ob) = (org(&s, "pulled").await, org(&s, "hidden").await);
         let (na, nb) = (format!("{oa}/app"), format!("{ob}/app"));

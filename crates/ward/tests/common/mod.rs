@@ -21,9 +21,10 @@ pub struct TestServer {
     pub backend: &'static str,
     pub config: ServerConfig,
     pub http: reqwest::Client,
-    // Dropped last: the database and data directory outlive the server.
+    // Dropped last: the database, data directory and blob bucket outlive the server.
     _data_dir: tempfile::TempDir,
     db: Arc<TestDatabase>,
+    _s3: Option<Moto>,
 }
 
 impl TestServer {
@@ -64,6 +65,7 @@ impl TestServer {
             running: Some(running),
             _data_dir: data_dir,
             db,
+            _s3: None,
         }
     }
 
@@ -151,6 +153,88 @@ pub async fn servers() -> Vec<TestServer> {
     let mut v = Vec::new();
     for db in ward_store::testing::backends().await {
         v.push(TestServer::start(db).await);
+    }
+    v
+}
+
+/// A local S3-compatible server (moto, from the test venv) with one bucket;
+/// killed when dropped.
+pub struct Moto {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Moto {
+    /// Starts moto and creates a bucket; None when moto is not installed
+    /// (a failure when `WARD_TEST_REQUIRE_CLIENTS=1`, as in CI).
+    pub async fn start() -> Option<Self> {
+        let venv = std::env::var("WARD_TEST_VENV")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/ward-venv").to_owned());
+        let bin = std::path::Path::new(&venv).join("bin/moto_server");
+        // The server signs its requests with the usual AWS_* variables
+        // (.ci/run sets dummy ones; moto accepts any).
+        let creds = std::env::var_os("AWS_ACCESS_KEY_ID").is_some();
+        if !bin.exists() || !creds {
+            assert!(
+                std::env::var("WARD_TEST_REQUIRE_CLIENTS").as_deref() != Ok("1"),
+                "moto_server and AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY are required \
+                 (WARD_TEST_REQUIRE_CLIENTS=1); {} exists: {}",
+                bin.display(),
+                bin.exists()
+            );
+            eprintln!("note: no moto_server or AWS_* credentials; S3 blob-store tests skipped");
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start moto_server");
+        let moto = Moto {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let http = reqwest::Client::new();
+        for _ in 0..200 {
+            if let Ok(r) = http.put(format!("{}/ward-test", moto.url)).send().await
+                && r.status().is_success()
+            {
+                return Some(moto);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("moto_server did not come up on port {port}");
+    }
+
+    /// The `--blob-store` URL of its bucket.
+    pub fn blob_store(&self) -> String {
+        format!("s3://ward-test?endpoint={}&region=us-east-1", self.url)
+    }
+}
+
+/// [`servers`], plus a SQLite server whose blobs live in a local S3-compatible
+/// bucket (when moto is available): the registry on every storage.
+pub async fn registry_servers() -> Vec<TestServer> {
+    let mut v = servers().await;
+    if let Some(moto) = Moto::start().await {
+        let url = moto.blob_store();
+        let mut s = TestServer::start_with(ward_store::testing::sqlite(), |c| c.blob_store = Some(url)).await;
+        s.backend = "sqlite+s3";
+        s._s3 = Some(moto);
+        v.push(s);
     }
     v
 }

@@ -824,7 +824,10 @@ impl Ward {
         }
         let visible = self.visible_scopes(caller, Capability::RepoList);
         let after = last.and_then(|l| l.split_once('/'));
-        let rows = self.store.catalog(visible.as_deref(), after, n.min(MAX_PAGE + 1)).await?;
+        let rows = self
+            .store
+            .catalog(visible.as_deref(), after, n.min(MAX_PAGE + 1))
+            .await?;
         Ok(rows.into_iter().map(|(org, name)| format!("{org}/{name}")).collect())
     }
 
