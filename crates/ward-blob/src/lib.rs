@@ -294,6 +294,13 @@ impl BlobStore for LocalBlobs {
                 let _ = std::fs::remove_file(&path);
                 return Err(BlobError::DigestMismatch { actual });
             }
+            // A blob that exists was verified when it was written: keep it,
+            // never replace it (other repos serve it).
+            if target.exists() {
+                drop(f);
+                std::fs::remove_file(&path)?;
+                return Ok(len);
+            }
             f.sync_all()?;
             drop(f);
             let dir = target.parent().ok_or_else(|| BlobError::Io(invalid_id()))?;

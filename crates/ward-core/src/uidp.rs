@@ -98,6 +98,12 @@ impl Uidp {
         self.0.bytes().filter(|b| *b == b'/').count() + 1
     }
 
+    /// Whether the UIDP text `uid` is `scope` or lies below it.
+    pub fn is_within(uid: &str, scope: &str) -> bool {
+        uid.strip_prefix(scope)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    }
+
     /// The root (organization) segment.
     pub fn root(&self) -> &str {
         self.0.split('/').next().unwrap_or(&self.0)

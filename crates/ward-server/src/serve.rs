@@ -7,8 +7,8 @@
 //!   header within [`Limits::header_read_timeout`] (slowloris).
 //! - **Body-read timeout**: a request's body must arrive within
 //!   [`Limits::body_read_timeout`] of its head (no byte-a-second trickles);
-//!   for registry requests (`/v2/…`, uploads of any size), within that time
-//!   of the previous chunk.
+//!   a registry upload (`/v2/…`, any size) gets that long plus the time its
+//!   bytes take at [`MIN_UPLOAD_RATE`].
 //! - **Idle timeout**: a connection is closed once it has had no request in
 //!   progress for [`Limits::idle_timeout`] (HTTP/2 pings do not count), or
 //!   once a response has been waiting that long for the client to read it.
@@ -204,15 +204,16 @@ where
         let guard = RequestGuard::new(self.activity.clone());
         let handling = HandlingGuard::new(self.activity.clone());
         let timeout = self.body_read_timeout;
-        // Registry uploads may be gigabytes: for them the limit is on a stall
-        // (no bytes for the timeout), not on the whole body.
+        // Registry uploads may be gigabytes: their deadline grows with what
+        // arrives (at least MIN_UPLOAD_RATE on average after the first
+        // timeout), so big uploads finish and trickles do not.
         let stall = req.uri().path().starts_with("/v2/");
         let req = req.map(|body| {
             axum::body::Body::new(DeadlineBody {
                 inner: axum::body::Body::new(body),
                 deadline: tokio::time::Instant::now() + timeout,
                 sleep: None,
-                stall: stall.then_some(timeout),
+                metered: stall,
             })
         });
         let fut = tower::ServiceExt::oneshot(self.inner.clone(), req);
@@ -263,9 +264,14 @@ struct DeadlineBody {
     inner: axum::body::Body,
     deadline: tokio::time::Instant,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// Move the deadline this far past each frame that arrives.
-    stall: Option<Duration>,
+    /// Whether each frame that arrives moves the deadline by its share of
+    /// [`MIN_UPLOAD_RATE`].
+    metered: bool,
 }
+
+/// The slowest average a registry upload may arrive at (bytes per second),
+/// beyond its first `--body-read-timeout`.
+pub const MIN_UPLOAD_RATE: f64 = 64.0 * 1024.0;
 
 impl http_body::Body for DeadlineBody {
     type Data = bytes::Bytes;
@@ -276,11 +282,18 @@ impl http_body::Body for DeadlineBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if polled.is_ready() {
-            if let Some(stall) = self.stall {
-                self.deadline = tokio::time::Instant::now() + stall;
-                self.sleep = None;
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && self.metered
+            && let Some(data) = frame.data_ref()
+        {
+            let extra = Duration::from_secs_f64(data.len() as f64 / MIN_UPLOAD_RATE);
+            self.deadline += extra;
+            let deadline = self.deadline;
+            if let Some(sleep) = self.sleep.as_mut() {
+                sleep.as_mut().reset(deadline);
             }
+        }
+        if polled.is_ready() {
             return polled;
         }
         let deadline = self.deadline;

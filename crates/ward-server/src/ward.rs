@@ -41,7 +41,9 @@ pub struct Ward {
     /// Largest blob one upload may create.
     pub max_blob_bytes: u64,
     /// Organization names the registry resolved, for a few seconds.
-    pub(crate) org_names: moka::sync::Cache<String, Option<Uidp>>,
+    pub(crate) org_names: moka::sync::Cache<String, Arc<[Uidp]>>,
+    /// One append at a time per upload session (on this server).
+    pub(crate) upload_locks: moka::sync::Cache<String, Arc<tokio::sync::Mutex<()>>>,
     /// Registry logins with pull-token credentials (identity uid + identity
     /// token), by the SHA-256 of both, until shortly before they expire.
     pub(crate) registry_logins: moka::sync::Cache<[u8; 32], Arc<ward_auth::Claims>>,
@@ -117,6 +119,10 @@ impl Ward {
             org_names: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(std::time::Duration::from_secs(5))
+                .build(),
+            upload_locks: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_idle(std::time::Duration::from_secs(3600))
                 .build(),
             registry_logins: moka::sync::Cache::builder()
                 .max_capacity(10_000)

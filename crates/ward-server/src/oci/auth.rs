@@ -102,6 +102,9 @@ async fn pull_token(ward: &Ward, user: &str, pass: &str) -> OciResult<Arc<Claims
     Ok(claims)
 }
 
+/// Most scopes one token request may name.
+const MAX_TOKEN_SCOPES: usize = 16;
+
 /// `GET|POST <issuer path>/token`.
 pub fn token_routes(issuer_path: &str) -> axum::Router<Arc<Ward>> {
     axum::Router::new().route(&format!("{issuer_path}/token"), axum::routing::get(token).post(token))
@@ -148,8 +151,14 @@ async fn token(State(ward): State<Arc<Ward>>, req: Request) -> Response {
         .filter(|(k, _)| k == "scope")
         .flat_map(|(_, v)| v.split(' '))
         .filter(|s| !s.is_empty())
-        .take(16)
         .collect();
+    if scopes.len() > MAX_TOKEN_SCOPES {
+        return fail(OciError::new(
+            400,
+            "UNSUPPORTED",
+            format!("a registry token names at most {MAX_TOKEN_SCOPES} scopes"),
+        ));
+    }
     let mut access = Vec::new();
     for scope in scopes {
         let mut parts = scope.splitn(3, ':');
@@ -213,6 +222,12 @@ async fn token(State(ward): State<Arc<Ward>>, req: Request) -> Response {
     };
     let now = ward.clock.now_secs();
     match ward.tokens.mint_grant(&grant) {
+        // Never hand out a token the registry would itself refuse.
+        Ok((token, _)) if token.len() > ward_auth::MAX_TOKEN_BYTES => fail(OciError::new(
+            400,
+            "UNSUPPORTED",
+            "the requested scopes make a token too large; ask for fewer repositories",
+        )),
         Ok((token, exp)) => Json(serde_json::json!({
             "token": token,
             "access_token": token,

@@ -54,8 +54,9 @@ fn parse_range(raw: Option<&str>) -> Option<(Option<u64>, Option<u64>)> {
     Some((a, b))
 }
 
-/// `Content-Range` of a chunk: `a-b` (optionally `bytes a-b/total`); its start.
-fn chunk_start(raw: Option<&str>) -> OciResult<Option<u64>> {
+/// `Content-Range` of a chunk: `a-b` (optionally `bytes a-b/total`): its
+/// first and last byte.
+fn chunk_range(raw: Option<&str>) -> OciResult<Option<(u64, u64)>> {
     let Some(raw) = raw else { return Ok(None) };
     let spec = raw.trim();
     let spec = spec
@@ -76,8 +77,7 @@ fn chunk_start(raw: Option<&str>) -> OciResult<Option<u64>> {
             ));
         }
     };
-    let _ = b; // The end follows from the body's length.
-    Ok(Some(a))
+    Ok(Some((a, b)))
 }
 
 fn empty(status: StatusCode) -> Response {
@@ -190,17 +190,17 @@ pub(crate) async fn handle_upload(
     match method {
         Method::GET => Ok(in_progress(StatusCode::NO_CONTENT, name, &upload.uuid, upload.size)),
         Method::PATCH => {
-            let start = chunk_start(header_str(req.headers(), header::CONTENT_RANGE))?;
-            let end = ward.oci_append(&upload, start, body_stream(req)).await?;
+            let range = chunk_range(header_str(req.headers(), header::CONTENT_RANGE))?;
+            let end = ward.oci_append(&upload, range, body_stream(req)).await?;
             Ok(in_progress(StatusCode::ACCEPTED, name, &upload.uuid, end))
         }
         Method::PUT => {
             let q = query(&req);
             let digest = parse_digest(param(&q, "digest").unwrap_or(""))?;
-            let start = chunk_start(header_str(req.headers(), header::CONTENT_RANGE))?;
+            let range = chunk_range(header_str(req.headers(), header::CONTENT_RANGE))?;
             let has_body = header_str(req.headers(), header::CONTENT_LENGTH).is_none_or(|l| l != "0");
-            let len = if has_body || start.is_some() {
-                ward.oci_append(&upload, start, body_stream(req)).await?
+            let len = if has_body || range.is_some() {
+                ward.oci_append(&upload, range, body_stream(req)).await?
             } else {
                 upload.size
             };
@@ -228,10 +228,10 @@ mod tests {
         assert_eq!(parse_range(Some("items=0-1")), None);
         assert_eq!(parse_range(Some("bytes=-")), None);
         assert_eq!(parse_range(Some("bytes=x-1")), None);
-        assert_eq!(chunk_start(Some("0-99")).unwrap(), Some(0));
-        assert_eq!(chunk_start(Some("bytes 100-199/*")).unwrap(), Some(100));
-        assert!(chunk_start(Some("9-1")).is_err());
-        assert!(chunk_start(Some("x")).is_err());
-        assert_eq!(chunk_start(None).unwrap(), None);
+        assert_eq!(chunk_range(Some("0-99")).unwrap(), Some((0, 99)));
+        assert_eq!(chunk_range(Some("bytes 100-199/*")).unwrap(), Some((100, 199)));
+        assert!(chunk_range(Some("9-1")).is_err());
+        assert!(chunk_range(Some("x")).is_err());
+        assert_eq!(chunk_range(None).unwrap(), None);
     }
 }

@@ -117,9 +117,13 @@ pub async fn drain_unread_bodies(req: Request, next: axum::middleware::Next) -> 
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     let chunked = req.headers().contains_key(http::header::TRANSFER_ENCODING);
+    // Registry bodies are read by their handlers only once the request is
+    // authenticated and authorized; a refusal is answered at once and closes
+    // the connection, so unauthenticated clients cannot hold it open.
+    let registry = req.uri().path().starts_with("/v2/");
     match length {
         Some(0) | None if !chunked => next.run(req).await,
-        Some(n) if n <= DRAIN_LIMIT && !chunked => {
+        Some(n) if n <= DRAIN_LIMIT && !chunked && !registry => {
             let (parts, body) = req.into_parts();
             match axum::body::to_bytes(body, DRAIN_LIMIT as usize).await {
                 Ok(bytes) => {

@@ -124,8 +124,11 @@ impl Ward {
         } else if let Some(a) = self.config_arch(&m).await? {
             architecture = a;
         }
-        let size_of = |d: &Value| d.get("size").and_then(Value::as_i64).unwrap_or(0);
-        let size = m.get("config").map(size_of).unwrap_or(0) + descriptors(&m, "layers").map(size_of).sum::<i64>();
+        // Sizes are what the manifest declares: add them without overflow.
+        let size_of = |d: &Value| d.get("size").and_then(Value::as_i64).unwrap_or(0).max(0);
+        let size = descriptors(&m, "layers")
+            .map(size_of)
+            .fold(m.get("config").map(size_of).unwrap_or(0), i64::saturating_add);
         Ok(Size { size, architecture })
     }
 }

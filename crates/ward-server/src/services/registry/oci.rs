@@ -28,6 +28,8 @@ use ward_store::registry::{
 use crate::authz::Caller;
 use crate::ward::Ward;
 
+/// Most organizations one name is looked up among.
+const MAX_NAMED_ORGS: u32 = 200;
 /// Largest manifest accepted.
 pub const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
 /// Most descriptors one manifest may name.
@@ -36,6 +38,8 @@ const MAX_DESCRIPTORS: usize = 10_000;
 pub const MAX_PAGE: u32 = 1000;
 /// Most referrers listed for one digest.
 const MAX_REFERRERS: u32 = 1000;
+/// Largest `annotations` object of a manifest (JSON bytes).
+pub const MAX_ANNOTATION_BYTES: usize = 16 * 1024;
 
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -318,6 +322,12 @@ fn parse_manifest(body: &[u8], content_type: Option<&str>) -> OciResult<Parsed> 
         Some(a @ Value::Object(m)) if !m.is_empty() => a.to_string(),
         _ => String::new(),
     };
+    // Referrer listings repeat annotations: keep what one entry costs small.
+    if annotations.len() > MAX_ANNOTATION_BYTES {
+        return Err(OciError::manifest_invalid(format!(
+            "annotations are limited to {MAX_ANNOTATION_BYTES} bytes of JSON"
+        )));
+    }
     Ok(Parsed {
         media_type,
         links,
@@ -382,12 +392,12 @@ impl Ward {
         let org = if Uidp::is_valid(org_raw) && !org_raw.contains('/') {
             Uidp::parse("org", org_raw).map_err(|_| OciError::name_unknown(raw))?
         } else {
-            self.org_by_name(org_raw)
+            self.org_by_name(caller, org_raw)
                 .await?
                 .ok_or_else(|| OciError::name_unknown(raw))?
         };
         // Whoever sees nothing in the organization learns nothing about it.
-        if !caller.is_admin && !caller.grants.iter().any(|(s, _)| s.starts_with(org.as_str())) {
+        if !caller.is_admin && !caller.grants.iter().any(|(s, _)| Uidp::is_within(s, org.as_str())) {
             return Err(OciError::name_unknown(raw));
         }
         let repo = self.store.find_repo(org.as_str(), name).await?;
@@ -399,31 +409,44 @@ impl Ward {
         })
     }
 
-    /// The organization named `name`, when exactly one has that name
-    /// (cached for a few seconds: names change rarely).
-    async fn org_by_name(&self, name: &str) -> OciResult<Option<Uidp>> {
+    /// The organization named `name` among those the caller has bindings in
+    /// (all, for the admin), when exactly one of them has that name. Names
+    /// are not unique, so another organization taking a name never changes
+    /// what it means to a caller outside that organization. Lookups are
+    /// cached for a few seconds: names change rarely.
+    async fn org_by_name(&self, caller: &Caller, name: &str) -> OciResult<Option<Uidp>> {
         if name.is_empty() || name.len() > 256 {
             return Ok(None);
         }
-        if let Some(hit) = self.org_names.get(name) {
-            return Ok(hit);
-        }
-        let q = ListQuery {
-            name: Some(name.to_owned()),
-            page_size: 2,
-            uidp: ward_core::listing::UidpFilter {
-                in_root: true,
-                ..Default::default()
-            },
-            ..ListQuery::default()
+        let all = match self.org_names.get(name) {
+            Some(hit) => hit,
+            None => {
+                let q = ListQuery {
+                    name: Some(name.to_owned()),
+                    page_size: MAX_NAMED_ORGS,
+                    uidp: ward_core::listing::UidpFilter {
+                        in_root: true,
+                        ..Default::default()
+                    },
+                    ..ListQuery::default()
+                };
+                let page = self.store.list_groups(&q).await?;
+                let found: std::sync::Arc<[Uidp]> = page
+                    .items
+                    .iter()
+                    .filter_map(|g| Uidp::parse("org", &g.uid).ok())
+                    .collect();
+                self.org_names.insert(name.to_owned(), found.clone());
+                found
+            }
         };
-        let page = self.store.list_groups(&q).await?;
-        let found = match page.items.as_slice() {
-            [one] => Uidp::parse("org", &one.uid).ok(),
+        let mut mine = all
+            .iter()
+            .filter(|o| caller.is_admin || caller.grants.iter().any(|(s, _)| Uidp::is_within(s, o.as_str())));
+        Ok(match (mine.next(), mine.next()) {
+            (Some(one), None) => Some(one.clone()),
             _ => None,
-        };
-        self.org_names.insert(name.to_owned(), found.clone());
-        Ok(found)
+        })
     }
 
     /// Checks `cap` on an existing repo: NAME_UNKNOWN if the caller cannot
@@ -645,6 +668,9 @@ impl Ward {
             .repo_blob(&repo.uid, digest.as_str())
             .await?
             .ok_or_else(|| OciError::blob_unknown(digest.as_str()))? as u64;
+        if size == 0 && range.is_some() {
+            return Err(OciError::new(416, "SIZE_INVALID", "the blob is empty"));
+        }
         let (start, end) = match range {
             None => (0, size),
             Some((Some(a), b)) => {
@@ -737,26 +763,58 @@ impl Ward {
         }
     }
 
-    /// Appends a chunk; `start` is where the client says it begins (from
-    /// Content-Range), which must be where the upload is.
-    pub async fn oci_append(&self, upload: &UploadRecord, start: Option<u64>, body: ByteStream) -> OciResult<i64> {
-        if let Some(s) = start
-            && s != upload.size as u64
+    /// Appends a chunk; `range` is where the client says it begins and ends
+    /// (from Content-Range, end inclusive), which must be where the upload is
+    /// and what the body holds. Appends to one session run one at a time on
+    /// this server, each from the size the database records once it holds
+    /// the session, so concurrent requests cannot interleave their bytes.
+    pub async fn oci_append(
+        &self,
+        upload: &UploadRecord,
+        range: Option<(u64, u64)>,
+        body: ByteStream,
+    ) -> OciResult<i64> {
+        let lock = self
+            .upload_locks
+            .get_with(upload.uuid.clone(), || std::sync::Arc::new(tokio::sync::Mutex::new(())));
+        let _held = lock.lock().await;
+        let size = self
+            .store
+            .get_upload(&upload.uuid)
+            .await?
+            .filter(|u| u.repo_uid == upload.repo_uid)
+            .ok_or_else(OciError::upload_unknown)?
+            .size;
+        if let Some((s, _)) = range
+            && s != size as u64
         {
-            return Err(OciError::range_invalid(upload.size));
+            return Err(OciError::range_invalid(size));
         }
         let end = self
             .blobs
-            .append(&upload.uuid, upload.size as u64, body, self.max_blob_bytes)
+            .append(&upload.uuid, size as u64, body, self.max_blob_bytes)
             .await
             .map_err(|e| blob_error(e, None))? as i64;
-        if end != upload.size
+        if let Some((_, last)) = range
+            && last.checked_add(1) != Some(end as u64)
+        {
+            // Not recorded: the next append starts from `size` again.
+            return Err(OciError::new(
+                416,
+                "BLOB_UPLOAD_INVALID",
+                format!(
+                    "Content-Range ends at byte {last} but the body ended at byte {}",
+                    end - 1
+                ),
+            ));
+        }
+        if end != size
             && !self
                 .store
-                .advance_upload(&upload.uuid, upload.size, end, self.clock.now_millis())
+                .advance_upload(&upload.uuid, size, end, self.clock.now_millis())
                 .await?
         {
-            return Err(OciError::range_invalid(upload.size));
+            return Err(OciError::range_invalid(size));
         }
         Ok(end)
     }

@@ -29,8 +29,25 @@ fn safe_url(url: &str) -> bool {
 }
 
 /// The Markdown with its raw HTML sanitized; INVALID_ARGUMENT for a link or
-/// image with an unsafe scheme.
+/// image with an unsafe scheme. Removing a tag can join the text around it
+/// into new markup (`<<x>script>`), so the result is sanitized again until
+/// nothing changes; content that keeps changing is refused.
 pub fn sanitize(markdown: &str) -> Result<String> {
+    let mut current = sanitize_once(markdown)?;
+    for _ in 0..4 {
+        let next = sanitize_once(&current)?;
+        if next == current {
+            return Ok(current);
+        }
+        current = next;
+    }
+    Err(Error::invalid(
+        "content",
+        "the readme's HTML does not settle under sanitizing; remove the raw HTML",
+    ))
+}
+
+fn sanitize_once(markdown: &str) -> Result<String> {
     let mut out = String::with_capacity(markdown.len());
     let mut copied = 0;
     for (event, range) in Parser::new(markdown).into_offset_iter() {
@@ -120,6 +137,25 @@ mod tests {
         );
         assert!(s.contains("[ok](https://example.com)"));
         assert_eq!(sanitize("plain `code` text").unwrap(), "plain `code` text");
+    }
+
+    #[test]
+    fn removed_tags_cannot_assemble_new_markup() {
+        for md in [
+            "<<x>img src=x onerror=alert(1)>",
+            "Hi <<x>script>alert(1)<<x>/script>",
+            "[click]<x>(javascript:alert(document.domain))",
+            "<x>[r]: javascript:alert(1)\n\n[click][r]",
+        ] {
+            if let Ok(s) = sanitize(md) {
+                let lower = s.to_ascii_lowercase();
+                assert!(
+                    !lower.contains("onerror") && !lower.contains("<script") && !lower.contains("javascript:"),
+                    "{md:?} -> {s:?}"
+                );
+                assert_eq!(sanitize(&s).ok().as_deref(), Some(s.as_str()), "stable: {md:?}");
+            }
+        }
     }
 
     #[test]
