@@ -629,7 +629,11 @@ impl Ward {
         self.store
             .delete_identity(&uid)
             .await
-            .map_err(|e| hide_bindings(caller, e, "identity"))
+            .map_err(|e| hide_bindings(caller, e, "identity"))?;
+        // Registry logins remembered for it end now (on other replicas
+        // within their one-minute memory).
+        self.registry_logins.invalidate_all();
+        Ok(())
     }
 }
 

@@ -38,7 +38,7 @@ const MAX_DESCRIPTORS: usize = 10_000;
 pub const MAX_PAGE: u32 = 1000;
 /// Most referrers listed for one digest.
 const MAX_REFERRERS: u32 = 1000;
-/// Largest `annotations` object of a manifest (JSON bytes).
+/// Largest `annotations` object (JSON bytes) repeated in referrer listings.
 pub const MAX_ANNOTATION_BYTES: usize = 16 * 1024;
 
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -318,16 +318,14 @@ fn parse_manifest(body: &[u8], content_type: Option<&str>) -> OciResult<Parsed> 
         })
         .unwrap_or("")
         .to_owned();
+    // Referrer listings repeat annotations: kept for them only while small,
+    // so one listing stays bounded (the manifest itself keeps them all).
     let annotations = match obj.get("annotations") {
-        Some(a @ Value::Object(m)) if !m.is_empty() => a.to_string(),
-        _ => String::new(),
-    };
-    // Referrer listings repeat annotations: keep what one entry costs small.
-    if annotations.len() > MAX_ANNOTATION_BYTES {
-        return Err(OciError::manifest_invalid(format!(
-            "annotations are limited to {MAX_ANNOTATION_BYTES} bytes of JSON"
-        )));
+        Some(a @ Value::Object(m)) if !m.is_empty() => Some(a.to_string()),
+        _ => None,
     }
+    .filter(|a| a.len() <= MAX_ANNOTATION_BYTES)
+    .unwrap_or_default();
     Ok(Parsed {
         media_type,
         links,
