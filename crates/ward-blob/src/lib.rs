@@ -30,8 +30,12 @@ pub use s3::S3Blobs;
 /// A stream of body bytes.
 pub type ByteStream = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>;
 
-/// Bytes gathered before one write (and hash) on a blocking thread.
+/// Bytes gathered before one write (and hash) on the writer thread.
 pub const WRITE_BATCH: usize = 1024 * 1024;
+/// Batches queued for the writer while more arrive.
+const WRITE_QUEUE: usize = 2;
+/// A batch's allocation: room for the chunk that crosses [`WRITE_BATCH`].
+const BATCH_CAPACITY: usize = WRITE_BATCH + 512 * 1024;
 /// Blobs up to this size are read in one piece; larger ones are streamed.
 const READ_WHOLE: u64 = 4 * 1024 * 1024;
 /// Chunk size when streaming a large blob.
@@ -196,7 +200,7 @@ impl BlobStore for LocalBlobs {
         } else {
             self.hashers.get(id)
         };
-        let mut file = blocking(move || {
+        let file = blocking(move || {
             let mut f = std::fs::OpenOptions::new()
                 .create(offset == 0)
                 .truncate(false)
@@ -222,38 +226,64 @@ impl BlobStore for LocalBlobs {
         .await?;
         // The running hash only helps if it covers exactly the bytes before `offset`.
         let state = state.filter(|s| s.lock().map(|g| g.0 == offset).unwrap_or(false));
+        // A writer thread hashes and writes batches while the next one
+        // arrives from the network (at most WRITE_QUEUE batches in memory).
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(WRITE_QUEUE);
+        let writer_state = state.clone();
+        let writer = tokio::task::spawn_blocking(move || -> Result<(), BlobError> {
+            let mut file = file;
+            while let Some(batch) = rx.blocking_recv() {
+                file.write_all(&batch)?;
+                if let Some(st) = &writer_state
+                    && let Ok(mut g) = st.lock()
+                {
+                    g.0 += batch.len() as u64;
+                    g.1.update(&batch);
+                }
+            }
+            Ok(())
+        });
         let mut total = offset;
-        let mut buf = BytesMut::new();
+        // Each batch is allocated once at its full size (no doubling as it fills).
+        let mut buf = BytesMut::with_capacity(BATCH_CAPACITY);
+        let mut failure = None;
         loop {
             let next = body.next().await;
             let done = next.is_none();
-            if let Some(chunk) = next {
-                let chunk = chunk?;
-                total += chunk.len() as u64;
-                if total > limit {
-                    return Err(BlobError::TooLarge { limit });
+            match next {
+                Some(Ok(chunk)) => {
+                    total += chunk.len() as u64;
+                    if total > limit {
+                        failure = Some(BlobError::TooLarge { limit });
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk);
                 }
-                buf.extend_from_slice(&chunk);
+                Some(Err(e)) => {
+                    failure = Some(BlobError::Io(e));
+                    break;
+                }
+                None => {}
             }
             if buf.len() >= WRITE_BATCH || (done && !buf.is_empty()) {
-                let batch = buf.split().freeze();
-                let st = state.clone();
-                file = blocking(move || {
-                    file.write_all(&batch)?;
-                    if let Some(st) = st
-                        && let Ok(mut g) = st.lock()
-                    {
-                        g.0 += batch.len() as u64;
-                        g.1.update(&batch);
-                    }
-                    Ok(file)
-                })
-                .await?;
+                let batch = std::mem::replace(&mut buf, BytesMut::with_capacity(BATCH_CAPACITY)).freeze();
+                if tx.send(batch).await.is_err() {
+                    // The writer stopped: its error is reported below.
+                    break;
+                }
             }
+
             if done {
                 break;
             }
         }
+        drop(tx);
+        let written = writer.await.map_err(|e| BlobError::Io(std::io::Error::other(e)))?;
+        if let Some(f) = failure {
+            self.hashers.invalidate(id);
+            return Err(f);
+        }
+        written?;
         if state.is_none() {
             self.hashers.invalidate(id);
         }
