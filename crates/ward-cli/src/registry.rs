@@ -213,20 +213,25 @@ async fn tags(client: &Client, format: Format, cmd: TagsCommand) -> anyhow::Resu
     }
 }
 
-/// `720h`, `30d`, `90m`, `3600s` or plain seconds.
-fn parse_ttl(raw: &str) -> anyhow::Result<u64> {
+/// A duration as `720h`, `30d`, `90m`, `3600s` or plain seconds (also the
+/// `--grace` of `ward admin gc`).
+pub fn parse_duration(raw: &str) -> Result<std::time::Duration, String> {
     let raw = raw.trim();
     let (num, unit) = raw.split_at(raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len()));
-    let n: u64 = num
-        .parse()
-        .with_context(|| format!("--ttl {raw}: expected e.g. 720h or 30d"))?;
+    let n: u64 = num.parse().map_err(|_| format!("{raw}: expected e.g. 720h or 30d"))?;
     let secs = match unit {
         "" | "s" => n,
         "m" => n.saturating_mul(60),
         "h" => n.saturating_mul(3600),
         "d" => n.saturating_mul(86_400),
-        _ => bail!("--ttl {raw}: use s, m, h or d"),
+        _ => return Err(format!("{raw}: use s, m, h or d")),
     };
+    Ok(std::time::Duration::from_secs(secs))
+}
+
+/// `--ttl` of a pull token: 1 s to 366 days.
+fn parse_ttl(raw: &str) -> anyhow::Result<u64> {
+    let secs = parse_duration(raw).map_err(|e| anyhow::anyhow!("--ttl {e}"))?.as_secs();
     if secs == 0 || secs > MAX_TTL_SECS {
         bail!("--ttl must be between 1s and 366d");
     }

@@ -59,26 +59,12 @@ enum AdminCommand {
         #[command(flatten)]
         config: ward_server::ServerConfig,
         /// Only what has been unreferenced (or untouched) this long, e.g. 24h, 30m.
-        #[arg(long, default_value = "24h", value_parser = grace)]
+        #[arg(long, default_value = "24h", value_parser = ward_cli::registry::parse_duration)]
         grace: std::time::Duration,
         /// Count what would be deleted, delete nothing.
         #[arg(long)]
         dry_run: bool,
     },
-}
-
-/// `30m`, `24h`, `7d` or seconds.
-fn grace(raw: &str) -> Result<std::time::Duration, String> {
-    let (num, unit) = raw.split_at(raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len()));
-    let n: u64 = num.parse().map_err(|_| format!("{raw}: expected e.g. 24h"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n.saturating_mul(60),
-        "h" => n.saturating_mul(3600),
-        "d" => n.saturating_mul(86_400),
-        _ => return Err(format!("{raw}: use s, m, h or d")),
-    };
-    Ok(std::time::Duration::from_secs(secs))
 }
 
 fn init_logging() {

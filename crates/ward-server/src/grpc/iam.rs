@@ -7,20 +7,11 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 use ward_proto::iam::v2::*;
 
-use super::{caller, reply};
-use crate::services::UpdateMask;
+use super::{caller, mask, reply};
 use crate::ward::Ward;
 
 #[derive(Clone)]
 pub struct Iam(pub Arc<Ward>);
-
-/// AIP-134 over gRPC: an explicit non-empty mask, else the populated fields.
-fn mask(m: Option<pbjson_types::FieldMask>) -> UpdateMask {
-    match m {
-        Some(m) if !m.paths.is_empty() => UpdateMask::Paths(m.paths),
-        _ => UpdateMask::Populated,
-    }
-}
 
 macro_rules! crud_service {
     ($server:path, $msg:ty, $resource:ident,

@@ -28,6 +28,14 @@ async fn caller<T>(ward: &Ward, req: &tonic::Request<T>) -> std::result::Result<
     ward.authenticate(header).await.map_err(|e| grpc_status(e, IAM_DOMAIN))
 }
 
+/// AIP-134 over gRPC: an explicit non-empty mask, else the populated fields.
+fn mask(m: Option<pbjson_types::FieldMask>) -> crate::services::UpdateMask {
+    match m {
+        Some(m) if !m.paths.is_empty() => crate::services::UpdateMask::Paths(m.paths),
+        _ => crate::services::UpdateMask::Populated,
+    }
+}
+
 /// Maps a service result to a gRPC response.
 fn reply<T>(r: Result<T>) -> std::result::Result<tonic::Response<T>, tonic::Status> {
     r.map(tonic::Response::new).map_err(|e| grpc_status(e, IAM_DOMAIN))

@@ -6,19 +6,11 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 use ward_proto::registry::v2::*;
 
-use super::{caller, reply};
-use crate::services::UpdateMask;
+use super::{caller, mask, reply};
 use crate::ward::Ward;
 
 #[derive(Clone)]
 pub struct Registry(pub Arc<Ward>);
-
-fn mask(m: Option<pbjson_types::FieldMask>) -> UpdateMask {
-    match m {
-        Some(m) if !m.paths.is_empty() => UpdateMask::Paths(m.paths),
-        _ => UpdateMask::Populated,
-    }
-}
 
 /// An impl of `$server` whose unary RPCs authenticate and call the service
 /// method of the same name; `$extra` methods are written out.

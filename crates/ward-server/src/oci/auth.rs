@@ -165,37 +165,11 @@ async fn token(State(ward): State<Arc<Ward>>, req: Request) -> Response {
         let (Some("repository"), Some(name), Some(actions)) = (parts.next(), parts.next(), parts.next()) else {
             continue;
         };
-        let Ok(mut t) = ward.oci_target(&caller, name).await else {
+        let Ok(t) = ward.oci_target(&caller, name).await else {
             continue;
         };
-        // What the caller holds where the repo is, or (not pushed yet) at
-        // the organization, where a push would create it.
-        let scope = t
-            .repo
-            .as_ref()
-            .and_then(|r| ward_core::uidp::Uidp::parse("repo", &r.uid).ok())
-            .unwrap_or_else(|| t.org.clone());
-        let held = ward.caps_at(&caller, &scope);
-        let mut granted = Vec::new();
-        for action in actions.split(',') {
-            let ok = match action {
-                "pull" => held.contains(Capability::RepoBlobsGet),
-                "push" if t.repo.is_some() => held.contains(Capability::ManifestCreate),
-                "push" => held.contains(Capability::RepoCreate),
-                "delete" => held.contains(Capability::ManifestDelete),
-                _ => false,
-            };
-            if ok && !granted.iter().any(|g| g == action) {
-                granted.push(action.to_owned());
-            }
-        }
-        // A registry token is narrower than the caller's own: it never adds
-        // a repository the caller's token did not already allow.
-        if let Some(own) = &caller.claims.access {
-            granted.retain(|a| own.iter().any(|o| o.name == t.full && o.actions.iter().any(|x| x == a)));
-        }
+        let granted = ward.oci_grantable(&caller, &t, actions);
         if !granted.is_empty() {
-            t.repo = None;
             access.push(RegistryAccess {
                 kind: "repository".into(),
                 name: t.full,

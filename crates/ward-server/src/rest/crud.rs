@@ -57,14 +57,8 @@ async fn update<R: Resource>(
     mut q: Params,
     body: JsonBody,
 ) -> Reply<R::Msg> {
-    // An empty `update_mask=` means no mask: the body's keys decide.
-    let paths = q.list("update_mask").unwrap_or_default();
+    let mask = super::update_mask(&mut q, &body);
     q.finish()?;
-    let mask = if paths.is_empty() {
-        UpdateMask::BodyKeys(body.keys())
-    } else {
-        UpdateMask::Paths(paths)
-    };
     let mut msg: R::Msg = body.message()?;
     R::set_uid(&mut msg, uid);
     Ok(Json(R::update(&w, &c, msg, mask).await?))

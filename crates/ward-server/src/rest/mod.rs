@@ -384,5 +384,16 @@ pub fn body_error(e: axum::Error) -> ApiError {
     }
 }
 
+/// AIP-134 over REST: `update_mask` when given (an empty one means none),
+/// else the keys of the JSON body.
+pub fn update_mask(q: &mut Params, body: &JsonBody) -> crate::services::UpdateMask {
+    let paths = q.list("update_mask").unwrap_or_default();
+    if paths.is_empty() {
+        crate::services::UpdateMask::BodyKeys(body.keys())
+    } else {
+        crate::services::UpdateMask::Paths(paths)
+    }
+}
+
 /// A successful JSON response from a proto message.
 pub type Reply<T> = std::result::Result<axum::Json<T>, ApiError>;

@@ -16,7 +16,6 @@ use ward_proto::registry::v2::{
 };
 
 use super::{Auth, JsonBody, Params, Reply};
-use crate::services::UpdateMask;
 use crate::status::ApiError;
 use crate::ward::Ward;
 
@@ -121,15 +120,6 @@ async fn get_under_repo(
     json(w.get_repo(&c, GetRepoRequest { uid: path }).await)
 }
 
-fn mask(q: &mut Params, body: &JsonBody) -> UpdateMask {
-    let paths = q.list("update_mask").unwrap_or_default();
-    if paths.is_empty() {
-        UpdateMask::BodyKeys(body.keys())
-    } else {
-        UpdateMask::Paths(paths)
-    }
-}
-
 /// PATCH `{uid}` (the repo) or `{uid}/readme`.
 async fn patch_under_repo(
     State(w): State<Arc<Ward>>,
@@ -138,7 +128,7 @@ async fn patch_under_repo(
     mut q: Params,
     body: JsonBody,
 ) -> std::result::Result<Response, ApiError> {
-    let mask = mask(&mut q, &body);
+    let mask = super::update_mask(&mut q, &body);
     q.finish()?;
     if let Some(uid) = path.strip_suffix("/readme") {
         let mut readme: RepoReadme = body.message()?;

@@ -447,6 +447,36 @@ impl Ward {
         })
     }
 
+    /// The actions of a token scope (`pull,push,delete`) the caller may
+    /// have on `t`: what it holds at the repo, or (not pushed yet) at the
+    /// organization, where a push would create it; never more than a
+    /// registry token the caller already presents allows.
+    pub fn oci_grantable(&self, caller: &Caller, t: &Target, actions: &str) -> Vec<String> {
+        let scope = t
+            .repo
+            .as_ref()
+            .and_then(|r| Uidp::parse("repo", &r.uid).ok())
+            .unwrap_or_else(|| t.org.clone());
+        let held = self.caps_at(caller, &scope);
+        let mut granted: Vec<String> = Vec::new();
+        for action in actions.split(',') {
+            let ok = match action {
+                "pull" => held.contains(Capability::RepoBlobsGet),
+                "push" if t.repo.is_some() => held.contains(Capability::ManifestCreate),
+                "push" => held.contains(Capability::RepoCreate),
+                "delete" => held.contains(Capability::ManifestDelete),
+                _ => false,
+            };
+            if ok && !granted.iter().any(|g| g == action) {
+                granted.push(action.to_owned());
+            }
+        }
+        if let Some(own) = &caller.claims.access {
+            granted.retain(|a| own.iter().any(|o| o.name == t.full && o.actions.iter().any(|x| x == a)));
+        }
+        granted
+    }
+
     /// Checks `cap` on an existing repo: NAME_UNKNOWN if the caller cannot
     /// see it, DENIED if it can but lacks `cap`.
     pub fn oci_check(&self, caller: &Caller, t: &Target, cap: Capability) -> OciResult<RepoRecord> {
