@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 /// Packages written once as v2 and also served as v2beta1.
-const VERSIONED: &[&str] = &["iam", "registry"];
+const VERSIONED: &[&str] = &["iam", "registry", "vulnerabilities"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
@@ -72,6 +72,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ".chainguard.platform.common",
             ".chainguard.platform.iam.v2",
             ".chainguard.platform.registry.v2",
+            ".chainguard.platform.vulnerabilities.v2",
+            ".chainguard.platform.vulnerabilities.v1",
+            ".chainguard.platform.advisory.v2",
         ])?;
     Ok(())
 }

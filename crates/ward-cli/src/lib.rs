@@ -8,6 +8,7 @@
 //! The token is, in order: `--token-file`/`WARD_TOKEN_FILE`, `WARD_TOKEN`, or
 //! the one `ward auth login` cached for the API URL (see [`auth`]).
 
+pub mod advisories;
 pub mod auth;
 pub mod cache;
 pub mod client;
@@ -96,6 +97,11 @@ impl Connection {
 /// Runs a `ward registry` command. Its error is [`sanitize_error`]ed.
 pub async fn run_registry(conn: &Connection, cmd: registry::RegistryCommand) -> anyhow::Result<()> {
     registry::run(conn, cmd).await.map_err(sanitize_error)
+}
+
+/// Runs a `ward advisories` command. Its error is [`sanitize_error`]ed.
+pub async fn run_advisories(conn: &Connection, cmd: advisories::AdvisoriesCommand) -> anyhow::Result<()> {
+    advisories::run(conn, cmd).await.map_err(sanitize_error)
 }
 
 /// `ward iam …`

@@ -598,6 +598,13 @@ const MCP_TOOL_USER: CapSet = CapSet::of(&[McpToolCall]);
 /// `ArgosOSVReaderCaps`.
 const ARGOS_OSV_READER: CapSet = CapSet::of(&[ArgosOsvRead]);
 
+/// `AdvisoriesViewerCaps`, `…CreatorCaps`, `…ApproverCaps`, `…AdminCaps`:
+/// each the one before plus its own.
+const ADVISORIES_VIEWER: CapSet = CapSet::of(&[AdvisoriesList]);
+const ADVISORIES_CREATOR: CapSet = ADVISORIES_VIEWER.union(CapSet::of(&[AdvisoriesCreate, AdvisoriesUpdate]));
+const ADVISORIES_APPROVER: CapSet = ADVISORIES_CREATOR.union(CapSet::of(&[AdvisoriesApprove]));
+const ADVISORIES_ADMIN: CapSet = ADVISORIES_APPROVER.union(CapSet::of(&[AdvisoriesDelete]));
+
 /// `ConsoleViewerCaps`: reading everything the console shows (45).
 const CONSOLE_VIEWER: CapSet = CapSet::of(&[
     IamAccountAssociationsList,
@@ -743,6 +750,12 @@ const OWNER: CapSet = EDITOR
     .union(SKILLS_PUBLISH)
     .union(GUARDENER_ADMIN);
 
+/// Ward's `owner`: `OwnerCaps` plus the advisories bundle. The SDK's owner
+/// bundle has no advisory writes, which would leave an organization's owner
+/// unable to run its advisory review or to grant the advisory roles (no one
+/// grants what they do not hold); "full control of the group" includes them.
+const OWNER_ROLE: CapSet = OWNER.union(ADVISORIES_ADMIN);
+
 /// The members of `set`, `N` of them, in enum-number order.
 const fn members<const N: usize>(set: CapSet) -> [Capability; N] {
     let mut out = [Internal; N];
@@ -780,14 +793,14 @@ macro_rules! role {
 /// reference names whose bundle it gives in full. Left out: roles named
 /// without a bundle (`limited_owner`, `libraries.*.pull_token_creator`), names
 /// only implied (`libraries.dotnet.pull`, `libraries.go.pull`), and bundles
-/// with no documented role name (the advisories bundles, `APKPushCaps`,
+/// with no documented role name (`APKPushCaps`,
 /// `SkillsPublishCaps`, `MCPToolUserCaps`, the other Argos bundles, and the
 /// internal-only rebuilder bundles).
 pub const BUILTIN_ROLES: &[BuiltinRole] = &[
     role!(
         "owner",
         "Owner Role (built-in): full control of the group and everything below it",
-        OWNER
+        OWNER_ROLE
     ),
     role!("editor", "Editor Role (built-in)", EDITOR),
     role!("viewer", "Viewer Role (built-in)", VIEWER),
@@ -819,6 +832,22 @@ pub const BUILTIN_ROLES: &[BuiltinRole] = &[
     role!("guardener.admin", "Guardener Admin Role (built-in)", GUARDENER_ADMIN),
     role!("actions.viewer", "Actions Viewer Role (built-in)", ACTIONS_VIEWER),
     role!("argos.osv.reader", "Argos OSV Reader Role (built-in)", ARGOS_OSV_READER),
+    role!(
+        "advisories.viewer",
+        "Advisories Viewer Role (built-in)",
+        ADVISORIES_VIEWER
+    ),
+    role!(
+        "advisories.creator",
+        "Advisories Creator Role (built-in)",
+        ADVISORIES_CREATOR
+    ),
+    role!(
+        "advisories.approver",
+        "Advisories Approver Role (built-in)",
+        ADVISORIES_APPROVER
+    ),
+    role!("advisories.admin", "Advisories Admin Role (built-in)", ADVISORIES_ADMIN),
 ];
 
 pub fn builtin_role(name: &str) -> Option<&'static BuiltinRole> {
@@ -1064,7 +1093,9 @@ mod tests {
         assert_eq!(role("console_viewer").len(), 45);
         assert_eq!(role("viewer").len(), 51);
         assert_eq!(role("editor").len(), 62);
-        assert_eq!(role("owner").len(), 138);
+        // OwnerCaps (138) plus the four advisory writes.
+        assert_eq!(role("owner").len(), 142);
+        assert!(OWNER.is_subset(role("owner")) && ADVISORIES_ADMIN.is_subset(role("owner")));
         assert_eq!(role("registry.pull").len(), 10);
         assert_eq!(role("registry.push").len(), 20);
         assert_eq!(role("registry.pull_token_creator").len(), 15);
@@ -1101,12 +1132,13 @@ mod tests {
             LibrariesGoCreate,
             McpToolCall,
             SkillsHardenCancel,
+            AdvisoriesCreate,
+            AdvisoriesApprove,
         ] {
             assert!(owner.contains(c), "owner has {c:?}");
         }
         for c in [
             Internal,
-            AdvisoriesCreate,
             RegistryEntitlementsCreate,
             ApkUpdate,
             Gulfstream,

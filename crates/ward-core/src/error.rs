@@ -135,6 +135,15 @@ impl Error {
         }])
     }
 
+    /// A single PreconditionFailure violation of `kind` (e.g. `REVIEW_FINAL`).
+    pub fn precondition(kind: &str, subject: impl Into<String>, description: impl Into<String>) -> Self {
+        Error::FailedPrecondition(vec![PreconditionViolation {
+            kind: kind.into(),
+            subject: subject.into(),
+            description: description.into(),
+        }])
+    }
+
     pub fn internal(context: impl fmt::Display) -> Self {
         Error::Internal(context.to_string())
     }

@@ -4,6 +4,8 @@
 //! or a [`fieldmask::FieldMask`] can only exist in a valid state, so the service
 //! layer and the stores never re-check them.
 
+pub mod advisory;
+pub mod apk;
 pub mod capability;
 pub mod clock;
 pub mod error;

@@ -135,6 +135,32 @@ pub enum FilterValue {
     /// The column ends with this text. Only for service-built values without
     /// `%` or `_` (e.g. `/` + a 16-hex uid segment).
     EndsWith(String),
+    /// The column equals one of these (a repeated filter; never empty).
+    AnyOf(Vec<String>),
+    /// The column is none of these.
+    NoneOf(Vec<String>),
+    /// The integer column equals one of these.
+    AnyOfInt(Vec<i64>),
+    /// The column holds this text anywhere, matched literally (a substring
+    /// search, no wildcards). `index` covers (uid, the column): SQLite is
+    /// told to scan it, so each row is read only when it matches.
+    Search {
+        index: &'static str,
+        text: String,
+    },
+    /// The column is NULL (`true`) or not (`false`).
+    IsNull(bool),
+    /// `uid` is among the `key`s of the rows of `table` matching every filter
+    /// (e.g. advisories with an event in some review state).
+    In(SubQuery),
+}
+
+/// Rows of another table that select records by a key column.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SubQuery {
+    pub table: &'static str,
+    pub key: &'static str,
+    pub filters: Vec<(&'static str, FilterValue)>,
 }
 
 /// A fully parsed list request, as a store executes it.

@@ -17,6 +17,8 @@ pub enum Kind {
     RoleBinding,
     Repo,
     Tag,
+    Advisory,
+    AdvisoryEvent,
 }
 
 impl Kind {
@@ -29,6 +31,8 @@ impl Kind {
             Kind::RoleBinding => "iam.chainguard.dev/RoleBinding",
             Kind::Repo => "registry.chainguard.dev/Repo",
             Kind::Tag => "registry.chainguard.dev/Tag",
+            Kind::Advisory => "vulnerabilities.chainguard.dev/Advisory",
+            Kind::AdvisoryEvent => "vulnerabilities.chainguard.dev/AdvisoryEvent",
         }
     }
 
@@ -41,6 +45,7 @@ impl Kind {
             Kind::RoleBinding => IamRoleBindingsList,
             Kind::Repo => RepoList,
             Kind::Tag => TagList,
+            Kind::Advisory | Kind::AdvisoryEvent => AdvisoriesList,
         }
     }
 }
@@ -72,6 +77,8 @@ impl Rule {
         match self.scope {
             // Tags are created in a repo; everything else in a group.
             Scope::Parent if matches!(self.kind, Kind::Tag) => (RepoList, Kind::Repo.type_name()),
+            // Events are created in an advisory.
+            Scope::Parent if matches!(self.kind, Kind::AdvisoryEvent) => (AdvisoriesList, Kind::Advisory.type_name()),
             Scope::Parent => (IamGroupsList, Kind::Group.type_name()),
             Scope::Resource | Scope::Unscoped => (self.kind.list_capability(), self.kind.type_name()),
         }
@@ -131,5 +138,24 @@ rules! {
     LIST_TAGS = "TagsService.ListTags", Tag, TagList, Unscoped;
     CREATE_TAG = "TagsService.CreateTag", Tag, TagCreate, Parent;
     DELETE_TAG = "TagsService.DeleteTag", Tag, TagDelete, Resource;
+}
+}
+
+rules! {
+    /// Every advisories rule. Reads are v2 (`AdvisoriesService`), writes v1
+    /// (`Advisories`). Reviewing an event (approve, reject, request changes)
+    /// needs `advisories.approve`; importing needs create and update.
+    ADVISORY_RULES {
+    GET_ADVISORY = "AdvisoriesService.GetAdvisory", Advisory, AdvisoriesList, Resource;
+    LIST_ADVISORIES = "AdvisoriesService.ListAdvisories", Advisory, AdvisoriesList, Unscoped;
+    CREATE_ADVISORY = "Advisories.Create", Advisory, AdvisoriesCreate, Parent;
+    UPDATE_ADVISORY = "Advisories.Update", Advisory, AdvisoriesUpdate, Resource;
+    DELETE_ADVISORY = "Advisories.Delete", Advisory, AdvisoriesDelete, Resource;
+    CREATE_ADVISORY_EVENT = "Advisories.CreateAdvisoryEvent", AdvisoryEvent, AdvisoriesCreate, Parent;
+    LIST_ADVISORY_EVENTS = "Advisories.ListAdvisoryEvents", AdvisoryEvent, AdvisoriesList, Parent;
+    UPDATE_ADVISORY_EVENT = "Advisories.UpdateAdvisoryEvent", AdvisoryEvent, AdvisoriesUpdate, Resource;
+    REVIEW_ADVISORY_EVENT = "Advisories.UpdateAdvisoryEvent (review)", AdvisoryEvent, AdvisoriesApprove, Resource;
+    IMPORT_ADVISORIES = "Advisories.Import", Advisory, AdvisoriesCreate, Parent;
+    IMPORT_ADVISORIES_UPDATE = "Advisories.Import (update)", Advisory, AdvisoriesUpdate, Parent;
 }
 }

@@ -40,11 +40,42 @@ pub mod chainguard {
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.registry.v2beta1.rs"));
             }
         }
+        pub mod vulnerabilities {
+            pub mod v2 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.vulnerabilities.v2.rs"));
+                include!(concat!(
+                    env!("OUT_DIR"),
+                    "/chainguard.platform.vulnerabilities.v2.serde.rs"
+                ));
+            }
+            /// The beta services; their messages are the v2 types.
+            pub mod v2beta1 {
+                include!(concat!(
+                    env!("OUT_DIR"),
+                    "/chainguard.platform.vulnerabilities.v2beta1.rs"
+                ));
+            }
+            /// The write service (v1 shapes).
+            pub mod v1 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.vulnerabilities.v1.rs"));
+                include!(concat!(
+                    env!("OUT_DIR"),
+                    "/chainguard.platform.vulnerabilities.v1.serde.rs"
+                ));
+            }
+        }
+        /// The public advisory feed.
+        pub mod advisory {
+            pub mod v2 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.advisory.v2.rs"));
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.advisory.v2.serde.rs"));
+            }
+        }
     }
 }
 
 pub use chainguard::capabilities;
-pub use chainguard::platform::{common, iam, registry};
+pub use chainguard::platform::{advisory, common, iam, registry, vulnerabilities};
 
 /// The encoded `FileDescriptorSet` of every served package, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));

@@ -43,6 +43,16 @@ pub struct ServerConfig {
     #[arg(long, env = "WARD_MAX_BLOB_BYTES", default_value_t = crate::ward::DEFAULT_MAX_BLOB_BYTES)]
     pub max_blob_bytes: u64,
 
+    /// A group whose advisories anyone may read, without a token: OSV
+    /// documents and the advisory feed (repeatable; comma-separated in the
+    /// environment).
+    #[arg(long = "public-advisories", env = "WARD_PUBLIC_ADVISORIES", value_delimiter = ',')]
+    pub public_advisories: Vec<String>,
+
+    /// The OSV ecosystem exported advisories name (e.g. Chainguard, Wolfi).
+    #[arg(long, env = "WARD_OSV_ECOSYSTEM", default_value = crate::ward::DEFAULT_OSV_ECOSYSTEM)]
+    pub osv_ecosystem: String,
+
     /// Development mode: print ready-to-paste `export` lines for the admin token.
     #[arg(long, env = "WARD_DEV")]
     pub dev: bool,
@@ -86,6 +96,8 @@ impl ServerConfig {
             registry_url: None,
             blob_store: None,
             max_blob_bytes: crate::ward::DEFAULT_MAX_BLOB_BYTES,
+            public_advisories: Vec::new(),
+            osv_ecosystem: crate::ward::DEFAULT_OSV_ECOSYSTEM.into(),
             dev: false,
             allow_org_creation: false,
             allow_insecure_issuers: false,

@@ -73,6 +73,13 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
         ward.tokens.set_registry_audience(url.trim_end_matches('/').to_owned());
     }
     ward.max_blob_bytes = config.max_blob_bytes;
+    ward.public_advisories = config
+        .public_advisories
+        .iter()
+        .map(|g| ward_core::uidp::Uidp::parse("--public-advisories", g.trim()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("{}", e.message()))?;
+    ward.osv_ecosystem = config.osv_ecosystem.clone();
     ward.allow_org_creation = config.allow_org_creation;
     let policy = ward_auth::upstream::FetchPolicy {
         allow_loopback_http: config.dev,

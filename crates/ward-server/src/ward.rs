@@ -47,7 +47,19 @@ pub struct Ward {
     /// Registry logins with pull-token credentials (identity uid + identity
     /// token), by the SHA-256 of both, until shortly before they expire.
     pub(crate) registry_logins: moka::sync::Cache<[u8; 32], Arc<ward_auth::Claims>>,
+    /// Groups whose advisories anyone may read (OSV and the advisory feed).
+    pub public_advisories: Vec<Uidp>,
+    /// The OSV ecosystem of exported advisories (its lowercase is the purl
+    /// namespace and the feed's package namespace).
+    pub osv_ecosystem: String,
+    /// The API's base URL, for links in exported documents.
+    pub api_url: String,
+    /// Advisory imports in progress at once.
+    pub(crate) import_permits: tokio::sync::Semaphore,
 }
+
+/// Default for [`Ward::osv_ecosystem`].
+pub const DEFAULT_OSV_ECOSYSTEM: &str = "Chainguard";
 
 /// Default for [`Ward::max_blob_bytes`].
 pub const DEFAULT_MAX_BLOB_BYTES: u64 = 64 * 1024 * 1024 * 1024;
@@ -77,6 +89,7 @@ impl Ward {
         let mut key = vec![0u8; 32];
         rand::thread_rng().fill_bytes(&mut key);
         let page_key = store.setting_or_init(SETTING_PAGE_KEY, key).await?;
+        let audience_url = audience.clone();
         let tokens = Tokens::load(store.clone(), clock.clone(), issuer, audience).await?;
         let now = clock.now_millis();
         let builtins: Vec<ward_store::RoleRecord> = BUILTIN_ROLES
@@ -128,6 +141,10 @@ impl Ward {
                 .max_capacity(10_000)
                 .time_to_live(std::time::Duration::from_secs(60))
                 .build(),
+            public_advisories: Vec::new(),
+            osv_ecosystem: DEFAULT_OSV_ECOSYSTEM.into(),
+            api_url: audience_url,
+            import_permits: tokio::sync::Semaphore::new(crate::rest::advisories::IMPORTS_AT_ONCE),
         })
     }
 

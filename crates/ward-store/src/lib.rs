@@ -17,6 +17,7 @@ use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
+pub mod advisories;
 pub mod postgres;
 pub mod registry;
 mod sql;
@@ -150,7 +151,7 @@ impl std::fmt::Debug for SigningKeyRecord {
 }
 
 #[async_trait]
-pub trait Store: registry::RegistryStore + Send + Sync + 'static {
+pub trait Store: registry::RegistryStore + advisories::AdvisoryStore + Send + Sync + 'static {
     /// Whether the database answers (readiness).
     async fn ping(&self) -> Result<()>;
 
@@ -271,6 +272,21 @@ listed!(RoleRecord);
 listed!(HydratedBinding);
 listed!(registry::RepoRecord);
 listed!(registry::TagRecord);
+
+impl Listed for advisories::AdvisoryRecord {
+    fn uid(&self) -> &str {
+        &self.uid
+    }
+    fn sort_key(&self, field: ward_core::listing::SortField) -> ward_core::listing::CursorKey {
+        use ward_core::listing::{CursorKey, SortField};
+        match field {
+            // Advisories have no name; the service refuses that order.
+            SortField::Uid | SortField::Name => CursorKey::Text(self.uid.clone()),
+            SortField::CreateTime => CursorKey::Millis(self.create_time),
+            SortField::UpdateTime => CursorKey::Millis(self.update_time),
+        }
+    }
+}
 
 /// Builds a page from `limit + 1` fetched rows.
 pub(crate) fn page_of<T: Listed>(mut rows: Vec<T>, query: &ListQuery, total_count: i64) -> Page<T> {

@@ -21,6 +21,7 @@ use crate::{
     group_not_empty, page_of, still_bound,
 };
 
+mod advisories;
 mod registry;
 
 pub struct PostgresStore {
@@ -318,6 +319,7 @@ impl Store for PostgresStore {
         for (table, kind) in [
             ("groups", "groups"),
             ("repos", "repos"),
+            ("advisories", "advisories"),
             ("identities", "identities"),
             ("roles", "roles"),
             ("role_bindings", "role bindings"),

@@ -54,6 +54,12 @@ pub const BINDING_COLUMNS: &str = "uid, parent_uid, identity_uid, role_uid, crea
 pub const REPO_COLUMNS: &str = "uid, parent_uid, org_uid, name, description, catalog_tier, bundles, aliases, \
                                 active_tags, create_time, update_time";
 pub const TAG_COLUMNS: &str = "uid, parent_uid, name, digest, create_time, update_time";
+pub const ADVISORY_COLUMNS: &str = "uid, parent_uid, advisory_id, legacy_advisory_id, origin, author, artifact_name, \
+                                    artifact_type, artifact_architecture, component_name, component_location, \
+                                    component_type, aliases, severities, latest_type, fixed_version, create_time, \
+                                    update_time, delete_time";
+pub const EVENT_COLUMNS: &str = "uid, advisory_uid, event_time, type AS kind, author, reviewer, review_state, issue, \
+                                 payload, fingerprint, findings, create_time, update_time";
 
 fn sort_column(f: SortField) -> &'static str {
     match f {
@@ -98,30 +104,60 @@ fn filters(b: &mut Builder, q: &ListQuery) -> Vec<String> {
         let ph = b.text(n);
         w.push(format!("name = {ph}"));
     }
-    for (col, v) in &q.filters {
-        match v {
-            FilterValue::Text(s) => {
-                let ph = b.bind(Bind::Text(s.clone()));
-                w.push(format!("{col} = {ph}"));
-            }
-            FilterValue::Int(n) => {
-                let ph = b.bind(Bind::Int(*n));
-                w.push(format!("{col} = {ph}"));
-            }
-            FilterValue::AtLeast(n) => {
-                let ph = b.bind(Bind::Int(*n));
-                w.push(format!("{col} >= {ph}"));
-            }
-            FilterValue::EndsWith(s) => {
-                let ph = b.bind(Bind::Text(format!("%{s}")));
-                w.push(format!("{col} LIKE {ph}"));
-            }
-        }
-    }
+    column_filters(b, &q.filters, &mut w);
     if let Some(scopes) = &q.visible {
         visible(b, scopes, &mut w);
     }
     w
+}
+
+/// One condition per `(column, value)`, all to hold.
+fn column_filters(b: &mut Builder, filters: &[(&'static str, FilterValue)], w: &mut Vec<String>) {
+    for (col, v) in filters {
+        let cond = match v {
+            FilterValue::Text(s) => format!("{col} = {}", b.text(s)),
+            FilterValue::Int(n) => format!("{col} = {}", b.bind(Bind::Int(*n))),
+            FilterValue::AtLeast(n) => format!("{col} >= {}", b.bind(Bind::Int(*n))),
+            FilterValue::EndsWith(s) => format!("{col} LIKE {}", b.text(&format!("%{s}"))),
+            FilterValue::AnyOf(vs) | FilterValue::NoneOf(vs) if vs.is_empty() => {
+                let none = matches!(v, FilterValue::AnyOf(_));
+                if none { "1 = 0".into() } else { "1 = 1".into() }
+            }
+            FilterValue::AnyOf(vs) => {
+                let phs: Vec<String> = vs.iter().map(|s| b.text(s)).collect();
+                format!("{col} IN ({})", phs.join(", "))
+            }
+            FilterValue::NoneOf(vs) => {
+                let phs: Vec<String> = vs.iter().map(|s| b.text(s)).collect();
+                format!("{col} NOT IN ({})", phs.join(", "))
+            }
+            FilterValue::AnyOfInt(ns) if ns.is_empty() => "1 = 0".into(),
+            FilterValue::AnyOfInt(ns) => {
+                let phs: Vec<String> = ns.iter().map(|n| b.bind(Bind::Int(*n))).collect();
+                format!("{col} IN ({})", phs.join(", "))
+            }
+            FilterValue::Search { text, .. } => {
+                let ph = b.text(text);
+                match b.dialect {
+                    Dialect::Sqlite => format!("instr({col}, {ph}) > 0"),
+                    Dialect::Postgres => format!("strpos({col}, {ph}) > 0"),
+                }
+            }
+            FilterValue::IsNull(true) => format!("{col} IS NULL"),
+            FilterValue::IsNull(false) => format!("{col} IS NOT NULL"),
+            FilterValue::In(sub) => {
+                let mut inner = Vec::new();
+                column_filters(b, &sub.filters, &mut inner);
+                format!(
+                    "{col} IN (SELECT {} FROM {}{})",
+                    sub.key,
+                    sub.table,
+                    where_clause(&inner)
+                )
+            }
+        };
+        w.push(cond);
+    }
 }
 
 /// Restricts to uids at or below one of `scopes`.
@@ -179,6 +215,19 @@ fn where_clause(w: &[String]) -> String {
     }
 }
 
+/// The table, and on SQLite the index a substring search must scan: left
+/// to itself the planner walks the primary key and reads every row.
+fn from(dialect: Dialect, table: &str, q: &ListQuery) -> String {
+    let search = q.filters.iter().find_map(|(_, v)| match v {
+        FilterValue::Search { index, .. } => Some(*index),
+        _ => None,
+    });
+    match (dialect, search) {
+        (Dialect::Sqlite, Some(index)) => format!("{table} INDEXED BY {index}"),
+        _ => table.to_owned(),
+    }
+}
+
 /// `SELECT COUNT(*)` of every match, across pages.
 pub fn count(dialect: Dialect, table: &str, q: &ListQuery) -> Built {
     let mut b = Builder {
@@ -187,7 +236,7 @@ pub fn count(dialect: Dialect, table: &str, q: &ListQuery) -> Built {
     };
     let w = filters(&mut b, q);
     Built {
-        sql: format!("SELECT COUNT(*) FROM {table}{}", where_clause(&w)),
+        sql: format!("SELECT COUNT(*) FROM {}{}", from(dialect, table, q), where_clause(&w)),
         binds: b.binds,
     }
 }
@@ -223,7 +272,8 @@ pub fn page(dialect: Dialect, table: &str, columns: &str, q: &ListQuery) -> Buil
     let offset = b.bind(Bind::Int(i64::from(q.skip)));
     Built {
         sql: format!(
-            "SELECT {columns} FROM {table}{} ORDER BY {order} LIMIT {limit} OFFSET {offset}",
+            "SELECT {columns} FROM {}{} ORDER BY {order} LIMIT {limit} OFFSET {offset}",
+            from(dialect, table, q),
             where_clause(&w)
         ),
         binds: b.binds,

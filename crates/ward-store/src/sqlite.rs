@@ -38,12 +38,14 @@ use crate::{
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many
 /// have run. Version numbers match `migrations/postgres`.
+mod advisories;
 mod registry;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0001_init.sql"),
     include_str!("../migrations/sqlite/0002_iam.sql"),
     include_str!("../migrations/sqlite/0003_registry.sql"),
+    include_str!("../migrations/sqlite/0004_advisories.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
@@ -546,6 +548,7 @@ impl Store for SqliteStore {
             for (table, kind) in [
                 ("groups", "groups"),
                 ("repos", "repos"),
+                ("advisories", "advisories"),
                 ("identities", "identities"),
                 ("roles", "roles"),
                 ("role_bindings", "role bindings"),

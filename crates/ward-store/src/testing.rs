@@ -104,3 +104,27 @@ pub async fn backends() -> Vec<TestDatabase> {
     }
     v
 }
+
+/// An opened store on one test database.
+pub struct OpenStore {
+    pub name: &'static str,
+    pub store: std::sync::Arc<dyn crate::Store>,
+    // Declared last so the store (and its connections) goes before the database.
+    _db: TestDatabase,
+}
+
+/// Every backend of [`backends`], opened (migrated).
+pub async fn stores() -> Vec<OpenStore> {
+    let mut v = Vec::new();
+    for db in backends().await {
+        let store = crate::open(&db.url)
+            .await
+            .unwrap_or_else(|e| panic!("{}: open: {e:?}", db.backend));
+        v.push(OpenStore {
+            name: db.backend,
+            store,
+            _db: db,
+        });
+    }
+    v
+}

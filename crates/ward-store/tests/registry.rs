@@ -3,36 +3,19 @@
 //! children), tags (create-or-repoint, hidden classes), uploads (moving only
 //! from the size the caller saw), the catalog and garbage-collection queries.
 
-use std::sync::Arc;
-
 use ward_core::Error;
 use ward_core::listing::{FilterValue, ListQuery};
 use ward_core::uidp::Uidp;
 use ward_store::registry::{
     BLOB_TYPE, MANIFEST_TYPE, ManifestLinks, ManifestRecord, RepoPatch, RepoRecord, TagRecord, UploadRecord,
 };
-use ward_store::testing::{self, TestDatabase};
+use ward_store::testing;
 use ward_store::{GroupRecord, Store};
 
 const T0: i64 = 1_700_000_000_000;
 
-struct Backend {
-    name: &'static str,
-    store: Arc<dyn Store>,
-    _db: TestDatabase,
-}
-
-async fn backends() -> Vec<Backend> {
-    let mut v = Vec::new();
-    for db in testing::backends().await {
-        let store = ward_store::open(&db.url).await.expect("open");
-        v.push(Backend {
-            name: db.backend,
-            store,
-            _db: db,
-        });
-    }
-    v
+async fn backends() -> Vec<testing::OpenStore> {
+    testing::stores().await
 }
 
 fn digest(c: char) -> String {

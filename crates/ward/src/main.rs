@@ -46,6 +46,13 @@ enum Command {
         #[command(subcommand)]
         command: ward_cli::registry::RegistryCommand,
     },
+    /// Vulnerability advisories: list, review, import and export.
+    Advisories {
+        #[command(flatten)]
+        conn: ward_cli::Connection,
+        #[command(subcommand)]
+        command: ward_cli::advisories::AdvisoriesCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -114,6 +121,7 @@ async fn main() -> std::process::ExitCode {
         Command::Auth { conn, command } => ward_cli::auth::run(&conn, command).await,
         Command::Iam { conn, command } => ward_cli::run_iam(&conn, command).await,
         Command::Registry { conn, command } => ward_cli::run_registry(&conn, command).await,
+        Command::Advisories { conn, command } => ward_cli::run_advisories(&conn, command).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -178,7 +178,9 @@ fn verb(rule: &Rule) -> Verb {
 
 fn collection(kind: Kind) -> &'static str {
     match kind {
-        Kind::Repo | Kind::Tag => unreachable!("the registry matrix is registry_authz.rs"),
+        Kind::Repo | Kind::Tag | Kind::Advisory | Kind::AdvisoryEvent => {
+            unreachable!("the registry and advisory matrices have files of their own")
+        }
         Kind::Group => "groups",
         Kind::Identity => "identities",
         Kind::Role => "roles",
@@ -202,7 +204,9 @@ fn matrix_grant() -> CapSet {
 /// A body creating a `kind` (`bystander` is the identity that bindings name).
 fn create_body(kind: Kind, name: &str, bystander: &str) -> Value {
     match kind {
-        Kind::Repo | Kind::Tag => unreachable!("the registry matrix is registry_authz.rs"),
+        Kind::Repo | Kind::Tag | Kind::Advisory | Kind::AdvisoryEvent => {
+            unreachable!("the registry and advisory matrices have files of their own")
+        }
         Kind::Group => json!({ "name": name, "description": "made by the authz tests" }),
         Kind::Identity => json!({
             "name": name,
@@ -222,7 +226,9 @@ fn create_body(kind: Kind, name: &str, bystander: &str) -> Value {
 /// An idempotent update of a `kind`.
 fn update_body(kind: Kind) -> Value {
     match kind {
-        Kind::Repo | Kind::Tag => unreachable!("the registry matrix is registry_authz.rs"),
+        Kind::Repo | Kind::Tag | Kind::Advisory | Kind::AdvisoryEvent => {
+            unreachable!("the registry and advisory matrices have files of their own")
+        }
         Kind::RoleBinding => json!({ "roleUid": builtin_role("registry.pull").unwrap().uid() }),
         _ => json!({ "description": "updated by the authz tests" }),
     }
@@ -381,7 +387,9 @@ async fn grpc_get(ch: &Channel, token: &str, kind: Kind, uid: &str) -> Result<St
     let uid = uid.to_owned();
     let ch = ch.clone();
     Ok(match kind {
-        Kind::Repo | Kind::Tag => unreachable!("the registry matrix is registry_authz.rs"),
+        Kind::Repo | Kind::Tag | Kind::Advisory | Kind::AdvisoryEvent => {
+            unreachable!("the registry and advisory matrices have files of their own")
+        }
         Kind::Group => {
             GroupsServiceClient::with_interceptor(ch, b)
                 .get_group(GetGroupRequest { uid })
@@ -418,7 +426,9 @@ async fn grpc_total(ch: &Channel, token: &str, kind: Kind) -> Result<i64, Status
     let b = Bearer(token.to_owned());
     let ch = ch.clone();
     let total = match kind {
-        Kind::Repo | Kind::Tag => unreachable!("the registry matrix is registry_authz.rs"),
+        Kind::Repo | Kind::Tag | Kind::Advisory | Kind::AdvisoryEvent => {
+            unreachable!("the registry and advisory matrices have files of their own")
+        }
         Kind::Group => {
             GroupsServiceClient::with_interceptor(ch, b)
                 .list_groups(ListGroupsRequest::default())
@@ -518,7 +528,9 @@ impl Fixture {
 
     fn target(&self, kind: Kind) -> &str {
         match kind {
-            Kind::Repo | Kind::Tag => unreachable!("the registry matrix is registry_authz.rs"),
+            Kind::Repo | Kind::Tag | Kind::Advisory | Kind::AdvisoryEvent => {
+                unreachable!("the registry and advisory matrices have files of their own")
+            }
             Kind::Group => &self.a,
             Kind::Identity => &self.target_identity,
             Kind::Role => &self.target_role,

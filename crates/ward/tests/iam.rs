@@ -31,8 +31,12 @@ const DOMAIN: &str = "iam.chainguard.dev";
 /// An Ed25519 public key as a JWKS document (static-keys identities).
 const JWKS: &str = r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}"#;
 
-const BUILTIN_NAMES: [&str; 15] = [
+const BUILTIN_NAMES: [&str; 19] = [
     "actions.viewer",
+    "advisories.admin",
+    "advisories.approver",
+    "advisories.creator",
+    "advisories.viewer",
     "apk.pull",
     "argos.osv.reader",
     "console_viewer",
@@ -795,7 +799,7 @@ async fn builtin_roles_are_listed_and_stable() {
             "/iam/v2beta1/roles?uidp.inRoot=true".to_owned(),
         ] {
             let list = get_ok(s, &path).await;
-            assert_eq!(list["totalCount"], "15", "[{b}] {path}: {list}");
+            assert_eq!(list["totalCount"], "19", "[{b}] {path}: {list}");
             let roles = list["roles"].as_array().expect("roles");
             let names: BTreeSet<&str> = roles.iter().map(|r| r["name"].as_str().unwrap()).collect();
             assert_eq!(names, BTreeSet::from(BUILTIN_NAMES), "[{b}] {list}");
@@ -846,7 +850,7 @@ async fn builtin_roles_are_listed_and_stable() {
         s.restart().await;
         assert_eq!(builtins(s).await, map, "[{b}] after restart");
         let list = get_ok(s, ROLES).await;
-        assert_eq!(list["totalCount"], "15", "[{b}] no custom roles yet: {list}");
+        assert_eq!(list["totalCount"], "19", "[{b}] no custom roles yet: {list}");
     }
 }
 
@@ -924,9 +928,9 @@ async fn custom_roles() {
         let list = get_ok(&s, &format!("{ROLES}?uidp.children_of={ou}")).await;
         assert_eq!(uids(&list, "roles"), [ru.as_str()], "[{b}] {list}");
         let list = get_ok(&s, &format!("{ROLES}?uidp.in_root=true")).await;
-        assert_eq!(list["totalCount"], "15", "[{b}] {list}");
+        assert_eq!(list["totalCount"], "19", "[{b}] {list}");
         let list = get_ok(&s, ROLES).await;
-        assert_eq!(list["totalCount"], "17", "[{b}] {list}");
+        assert_eq!(list["totalCount"], "21", "[{b}] {list}");
         let list = get_ok(&s, &format!("{ROLES}?name=lister")).await;
         assert_eq!(uids(&list, "roles"), [ru.as_str()], "[{b}] {list}");
 
@@ -1840,14 +1844,14 @@ mod grpc {
                 .await
                 .expect("list roles")
                 .into_inner();
-            assert_eq!(builtin_list.total_count, Some(15), "[{b}]");
+            assert_eq!(builtin_list.total_count, Some(19), "[{b}]");
             let owner = builtin_list
                 .roles
                 .iter()
                 .find(|r| r.name == "owner")
                 .expect("owner")
                 .clone();
-            assert_eq!(owner.capabilities.len(), 138, "[{b}] {owner:?}");
+            assert_eq!(owner.capabilities.len(), 142, "[{b}] {owner:?}");
             let role = roles
                 .create_role(CreateRoleRequest {
                     parent: ou.clone(),
@@ -2121,7 +2125,7 @@ mod grpc {
                 .await
                 .expect("list roles")
                 .into_inner();
-            assert_eq!(list.total_count, Some(16), "[{b}] {list:?}");
+            assert_eq!(list.total_count, Some(20), "[{b}] {list:?}");
         }
     }
 }

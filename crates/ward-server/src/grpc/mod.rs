@@ -11,6 +11,7 @@ use crate::rest::MAX_BODY_BYTES;
 use crate::status::{IAM_DOMAIN, grpc_status};
 use crate::ward::Ward;
 
+mod advisories;
 mod iam;
 mod registry;
 
@@ -68,7 +69,8 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
     use ward_proto::iam::{v2, v2beta1};
     use ward_proto::registry::{v2 as r2, v2beta1 as r2beta1};
     let iam = iam::Iam(ward.clone());
-    let registry = registry::Registry(ward);
+    let registry = registry::Registry(ward.clone());
+    let advisories = advisories::Advisories(ward);
     macro_rules! add {
         ($router:expr, $state:expr, $($server:path),*) => {{
             let mut r = $router;
@@ -100,6 +102,18 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
         r2beta1::repos_service_server::ReposServiceServer<registry::Registry>,
         r2beta1::tags_service_server::TagsServiceServer<registry::Registry>,
         r2beta1::images_service_server::ImagesServiceServer<registry::Registry>
+    );
+    let router = add!(
+        router,
+        advisories,
+        ward_proto::vulnerabilities::v2::advisories_service_server::AdvisoriesServiceServer<advisories::Advisories>,
+        ward_proto::vulnerabilities::v2beta1::advisories_service_server::AdvisoriesServiceServer<
+            advisories::Advisories,
+        >,
+        ward_proto::vulnerabilities::v1::advisories_server::AdvisoriesServer<advisories::Advisories>,
+        ward_proto::advisory::v2::security_advisory_service_server::SecurityAdvisoryServiceServer<
+            advisories::Advisories,
+        >
     );
     let reflection = || {
         tonic_reflection::server::Builder::configure()

@@ -17,6 +17,7 @@ use crate::authz::Caller;
 use crate::status::ApiError;
 use crate::ward::Ward;
 
+pub(crate) mod advisories;
 mod crud;
 mod groups;
 mod identities;
@@ -37,6 +38,7 @@ pub fn router(ward: Arc<Ward>, issuer_path: &str) -> axum::Router {
         .merge(roles::routes())
         .merge(role_bindings::routes())
         .merge(registry::routes())
+        .merge(advisories::routes())
         .merge(crate::oci::routes())
         .merge(crate::oci::token_routes(issuer_path))
         .merge(system::routes(issuer_path))
@@ -333,17 +335,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             return Ok(JsonBody(serde_json::Map::new()));
         }
         if let Some(ct) = content_type {
-            let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-            if mime != "application/json" && !mime.ends_with("+json") {
-                return Err(ApiError {
-                    error: Error::invalid(
-                        "body",
-                        format!("the content type must be application/json, got \"{ct}\""),
-                    ),
-                    domain: crate::status::IAM_DOMAIN,
-                    http_status: Some(415),
-                });
-            }
+            json_content_type(&ct)?;
         }
         match serde_json::from_slice(&bytes) {
             Ok(serde_json::Value::Object(map)) => Ok(JsonBody(map)),
@@ -366,8 +358,32 @@ impl JsonBody {
     }
 }
 
+/// Refuses a content type other than JSON (415).
+pub fn json_content_type(ct: &str) -> Result<(), ApiError> {
+    let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if mime == "application/json" || mime.ends_with("+json") {
+        return Ok(());
+    }
+    Err(ApiError {
+        error: Error::invalid(
+            "body",
+            format!(
+                "the content type must be application/json, got \"{}\"",
+                ward_core::names::echo(ct)
+            ),
+        ),
+        domain: crate::status::IAM_DOMAIN,
+        http_status: Some(415),
+    })
+}
+
 /// Why a body could not be read: too slow (408) or too large (413).
 pub fn body_error(e: axum::Error) -> ApiError {
+    body_error_over(e, MAX_BODY_BYTES)
+}
+
+/// [`body_error`] for a body allowed `limit` bytes.
+pub fn body_error_over(e: axum::Error, limit: usize) -> ApiError {
     let inner = e.into_inner();
     if crate::serve::is_body_timeout(inner.as_ref()) {
         ApiError {
@@ -377,7 +393,7 @@ pub fn body_error(e: axum::Error) -> ApiError {
         }
     } else {
         ApiError {
-            error: Error::invalid("body", format!("the request body exceeds {MAX_BODY_BYTES} bytes")),
+            error: Error::invalid("body", format!("the request body exceeds {limit} bytes")),
             domain: crate::status::IAM_DOMAIN,
             http_status: Some(413),
         }

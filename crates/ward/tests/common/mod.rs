@@ -135,6 +135,10 @@ impl TestServer {
         self.call(Method::DELETE, path, None).await
     }
 
+    pub async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::PUT, path, Some(body)).await
+    }
+
     /// Creates a group (a root organization when `parent` is None) and returns it;
     /// panics unless the create succeeds.
     pub async fn create_group(&self, parent: Option<&str>, name: &str) -> Value {
@@ -303,4 +307,103 @@ impl tonic::service::Interceptor for Bearer {
         req.metadata_mut().insert("authorization", value);
         Ok(req)
     }
+}
+
+/// A root-level identity (a registered user, as people are), made in the
+/// store: the API creates identities only in groups, and only root-level ones
+/// may be bound in any organization. Its uid.
+pub async fn root_identity(s: &TestServer, name: &str) -> String {
+    use ward_core::clock::Clock as _;
+    let now = s.clock.now_millis();
+    let uid = ward_core::uidp::Uidp::new_root().as_str().to_owned();
+    let record = ward_store::IdentityRecord {
+        uid: uid.clone(),
+        parent_uid: None,
+        name: name.to_owned(),
+        description: String::new(),
+        company: String::new(),
+        relationship_type: 1,
+        relationship: serde_json::json!({"issuer": "https://people.example.com", "subject": name}).to_string(),
+        issuer: "https://people.example.com".into(),
+        subject: name.to_owned(),
+        last_seen_time: None,
+        create_time: now,
+        update_time: now,
+    };
+    s.ward().store.create_identity(&record).await.expect("root identity");
+    uid
+}
+
+/// Binds the built-in role named `role` to `identity` at `group`, as the
+/// server admin; panics unless the binding is created.
+pub async fn bind_builtin(s: &TestServer, group: &str, identity: &str, role: &str) {
+    let role_uid = ward_core::capability::builtin_role(role)
+        .unwrap_or_else(|| panic!("no built-in role {role}"))
+        .uid();
+    let (status, body) = s
+        .post(
+            &format!("/iam/v2/roleBindings/{group}"),
+            serde_json::json!({ "identityUid": identity, "roleUid": role_uid }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "[{}] bind {role}: {body}", s.backend);
+}
+
+/// An API token for `identity`, signed by the server.
+pub fn mint(s: &TestServer, identity: &str) -> String {
+    s.ward().tokens.mint(identity).expect("mint a token")
+}
+
+/// A root-level identity named `name` holding the built-in roles `bindings`
+/// (`(group, role name)`): its (uid, token).
+pub async fn person(s: &TestServer, name: &str, bindings: &[(&str, &str)]) -> (String, String) {
+    let identity = root_identity(s, name).await;
+    for (group, role) in bindings {
+        bind_builtin(s, group, &identity, role).await;
+    }
+    let token = mint(s, &identity);
+    (identity, token)
+}
+
+/// The server admin's identity uid (the subject of `TestServer::token`).
+pub fn admin_uid(s: &TestServer) -> String {
+    s.ward().admin.as_str().to_owned()
+}
+
+/// A `totalCount` (an int64: a decimal string in JSON) as a number.
+pub fn total_count(page: &Value) -> i64 {
+    match &page["totalCount"] {
+        Value::String(t) => t.parse().expect("decimal totalCount"),
+        t => t.as_i64().unwrap_or_else(|| panic!("no totalCount in {page}")),
+    }
+}
+
+/// The `id` (uid) of a v1 resource.
+pub fn v1_id(v: &Value) -> String {
+    v["id"].as_str().unwrap_or_else(|| panic!("no id in {v}")).to_owned()
+}
+
+/// The CGA id of an advisory (v1 or v2).
+pub fn cga(v: &Value) -> String {
+    v["advisoryId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no advisoryId in {v}"))
+        .to_owned()
+}
+
+/// Runs the `ward` CLI against `s` with `token`, isolated from the test's
+/// environment: exit status, stdout, stderr.
+pub async fn ward_cli(s: &TestServer, token: &str, args: &[&str]) -> std::process::Output {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ward"));
+    cmd.args(args)
+        .env_remove("WARD_TOKEN_FILE")
+        .env_remove("WARD_ISSUER")
+        .env_remove("COLUMNS")
+        .env("WARD_API", &s.base)
+        .env("WARD_TOKEN", token)
+        .kill_on_drop(true);
+    tokio::time::timeout(std::time::Duration::from_secs(120), cmd.output())
+        .await
+        .expect("ward finished within 120s")
+        .expect("ward runs")
 }

@@ -1,0 +1,371 @@
+//! Advisories over REST: reads at `/vulnerabilities/{v2beta1,v2}/advisories`,
+//! writes at `/vulnerabilities/v1/…` (v1 shapes), OSV documents at `/osv/…`
+//! and the public feed at `/advisory/v2/…`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use ward_core::{Error, Result};
+use ward_proto::advisory::v2 as feed;
+use ward_proto::vulnerabilities::v1;
+use ward_proto::vulnerabilities::v2::{
+    Advisory, EventTypeFilter, GetAdvisoryRequest, ListAdvisoriesRequest, ListAdvisoriesResponse, ReviewState,
+};
+
+use super::{Auth, JsonBody, Params, Reply};
+use crate::authz::Caller;
+use crate::services::advisories::v1 as tr;
+use crate::status::ApiError;
+use crate::ward::Ward;
+
+/// Largest import request body.
+pub const MAX_IMPORT_BYTES: usize = 16 * 1024 * 1024;
+/// Imports one server works on at once (each holds its parsed body).
+pub const IMPORTS_AT_ONCE: usize = 2;
+
+pub fn routes() -> axum::Router<Arc<Ward>> {
+    let mut r = axum::Router::new();
+    for v in ["v2beta1", "v2"] {
+        r = r
+            .route(&format!("/vulnerabilities/{v}/advisories"), get(list_advisories))
+            .route(&format!("/vulnerabilities/{v}/advisories/"), get(list_advisories))
+            .route(&format!("/vulnerabilities/{v}/advisories/{{*uid}}"), get(get_advisory));
+    }
+    r.route(
+        "/vulnerabilities/v1/advisories",
+        post(create_advisory).get(list_advisories_v1),
+    )
+    .route("/vulnerabilities/v1/advisories:import", post(import))
+    .route(
+        "/vulnerabilities/v1/advisories/{*path}",
+        put(update_advisory)
+            .delete(delete_advisory)
+            .post(create_event)
+            .get(list_events),
+    )
+    .route("/vulnerabilities/v1/advisory_events/{*uid}", put(update_event))
+    .route("/osv/{file}", get(osv))
+    .route("/advisory/v2/documents", get(documents))
+    .route("/advisory/v2/metadata", get(metadata))
+}
+
+/// The caller when a token is given; anonymous otherwise (public feeds).
+pub struct MaybeAuth(pub Option<Caller>);
+
+impl FromRequestParts<Arc<Ward>> for MaybeAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, ward: &Arc<Ward>) -> Result<Self, ApiError> {
+        if parts.headers.contains_key(http::header::AUTHORIZATION) {
+            Ok(MaybeAuth(Some(Auth::from_request_parts(parts, ward).await?.0)))
+        } else {
+            Ok(MaybeAuth(None))
+        }
+    }
+}
+
+/// A repeated enum query parameter, by value name (or number).
+fn enum_list(q: &mut Params, key: &str, parse: impl Fn(&str) -> Option<i32>) -> Result<Vec<i32>> {
+    q.list(key)?
+        .iter()
+        .map(|v| {
+            parse(v)
+                .or_else(|| v.parse().ok())
+                .ok_or_else(|| Error::invalid(key, format!("unknown {key} value \"{}\"", ward_core::names::echo(v))))
+        })
+        .collect()
+}
+
+fn review_state(s: &str) -> Option<i32> {
+    ReviewState::from_str_name(s).map(|v| v as i32)
+}
+
+fn event_type(s: &str) -> Option<i32> {
+    EventTypeFilter::from_str_name(s).map(|v| v as i32)
+}
+
+async fn list_advisories(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Params) -> Reply<ListAdvisoriesResponse> {
+    let origin = q.string("origin");
+    let latest = q.string("latest_event_type");
+    let req = ListAdvisoriesRequest {
+        uidp: q.uidp()?,
+        advisory_ids: q.list("advisory_ids")?,
+        legacy_advisory_ids: q.list("legacy_advisory_ids")?,
+        artifact_names: q.list("artifact_names")?,
+        artifact_types: q.list("artifact_types")?,
+        artifact_architectures: q.list("artifact_architectures")?,
+        component_names: q.list("component_names")?,
+        component_types: q.list("component_types")?,
+        component_locations: q.list("component_locations")?,
+        aliases: q.list("aliases")?,
+        origin: (!origin.is_empty()).then_some(origin),
+        event_review_states: enum_list(&mut q, "event_review_states", review_state)?,
+        event_authors: q.list("event_authors")?,
+        exclude_event_authors: q.list("exclude_event_authors")?,
+        event_reviewers: q.list("event_reviewers")?,
+        event_types: enum_list(&mut q, "event_types", event_type)?,
+        latest_event_type: if latest.is_empty() {
+            None
+        } else {
+            Some(event_type(&latest).or_else(|| latest.parse().ok()).ok_or_else(|| {
+                Error::invalid(
+                    "latest_event_type",
+                    format!("unknown latest_event_type \"{}\"", ward_core::names::echo(&latest)),
+                )
+            })?)
+        },
+        page_size: q.int("page_size")?,
+        page_token: q.string("page_token"),
+        order_by: q.string("order_by"),
+        show_deleted: q.bool("show_deleted")?,
+        skip: q.int("skip")?,
+        query: q.string("query"),
+    };
+    q.finish()?;
+    Ok(Json(w.list_advisories(&c, req).await?))
+}
+
+async fn get_advisory(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    Path(uid): Path<String>,
+    q: Params,
+) -> Reply<Advisory> {
+    q.finish()?;
+    Ok(Json(w.get_advisory(&c, GetAdvisoryRequest { uid }).await?))
+}
+
+async fn create_advisory(State(w): State<Arc<Ward>>, Auth(c): Auth, q: Params, body: JsonBody) -> Reply<v1::Advisory> {
+    q.finish()?;
+    let req: v1::CreateAdvisoryRequest = body.message()?;
+    let a = tr::advisory_in(req.advisory.unwrap_or_default())?;
+    Ok(Json(tr::advisory_out(w.create_advisory(&c, &req.parent_id, a).await?)))
+}
+
+async fn list_advisories_v1(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Params) -> Reply<v1::AdvisoriesList> {
+    let id = q.string("id");
+    let page_size = q.int("page_size")?;
+    let f = v1::AdvisoryFilter {
+        id,
+        uidp: q.uidp()?,
+        advisory_ids: q.list("advisory_ids")?,
+        legacy_advisory_ids: q.list("legacy_advisory_ids")?,
+        artifact_type: q.list("artifact_type")?,
+        artifact_name: q.list("artifact_name")?,
+        component_name: q.list("component_name")?,
+        component_type: q.list("component_type")?,
+        component_location: q.list("component_location")?,
+        aliases: q.list("aliases")?,
+        artifact_architecture: q.list("artifact_architecture")?,
+        page_token: q.string("page_token"),
+        page_size: i64::from(page_size),
+        event_statuses: enum_list(&mut q, "event_statuses", |s| {
+            v1::advisory_event::ReviewStatus::from_str_name(s).map(|v| v as i32)
+        })?,
+        event_author: q.list("event_author")?,
+        event_reviewer: q.list("event_reviewer")?,
+        event_types: enum_list(&mut q, "event_types", |s| {
+            v1::advisory_filter::EventType::from_str_name(s).map(|v| v as i32)
+        })?,
+        order_by: enum_list(&mut q, "order_by", |s| {
+            v1::advisory_filter::OrderBy::from_str_name(s).map(|v| v as i32)
+        })?
+        .pop()
+        .unwrap_or_default(),
+        exclude_event_author: q.list("exclude_event_author")?,
+        latest_event_type: enum_list(&mut q, "latest_event_type", |s| {
+            v1::advisory_filter::EventType::from_str_name(s).map(|v| v as i32)
+        })?
+        .pop(),
+        origin: Some(q.string("origin")).filter(|s| !s.is_empty()),
+    };
+    q.finish()?;
+    let parent = f.id.clone();
+    let resp = w.list_advisories(&c, tr::filter_in(f)?).await?;
+    Ok(Json(v1::AdvisoriesList {
+        id: parent,
+        items: resp.advisories.into_iter().map(tr::advisory_out).collect(),
+        next_page_token: resp.next_page_token,
+        total_count: resp.total_count,
+    }))
+}
+
+async fn update_advisory(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    Path(id): Path<String>,
+    q: Params,
+    body: JsonBody,
+) -> Reply<v1::Advisory> {
+    q.finish()?;
+    let mut a: v1::Advisory = body.message()?;
+    a.id = id;
+    a.events.clear();
+    let a = tr::advisory_in(a)?;
+    Ok(Json(tr::advisory_out(w.update_advisory(&c, a).await?)))
+}
+
+async fn delete_advisory(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    Path(id): Path<String>,
+    q: Params,
+) -> std::result::Result<Response, ApiError> {
+    q.finish()?;
+    w.delete_advisory(&c, &id).await?;
+    Ok(Json(serde_json::json!({})).into_response())
+}
+
+/// `POST …/advisories/{uid}/events`.
+async fn create_event(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    Path(path): Path<String>,
+    q: Params,
+    body: JsonBody,
+) -> Reply<v1::AdvisoryEvent> {
+    q.finish()?;
+    let parent = path
+        .strip_suffix("/events")
+        .ok_or_else(|| Error::not_found("endpoint", format!("POST /vulnerabilities/v1/advisories/{path}")))?;
+    let req: v1::CreateAdvisoryEventRequest = body.message()?;
+    let e = tr::event_in(req.advisory_event.unwrap_or_default())?;
+    Ok(Json(tr::event_out(w.create_advisory_event(&c, parent, e).await?)))
+}
+
+/// `GET …/advisories/{uid}/events`.
+async fn list_events(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    Path(path): Path<String>,
+    q: Params,
+) -> Reply<v1::AdvisoryEventList> {
+    q.finish()?;
+    let parent = path
+        .strip_suffix("/events")
+        .ok_or_else(|| Error::not_found("endpoint", format!("GET /vulnerabilities/v1/advisories/{path}")))?;
+    let items = w.list_advisory_events(&c, parent).await?;
+    Ok(Json(v1::AdvisoryEventList {
+        parent_id: parent.into(),
+        items: items.into_iter().map(tr::event_out).collect(),
+    }))
+}
+
+async fn update_event(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    Path(uid): Path<String>,
+    q: Params,
+    body: JsonBody,
+) -> Reply<v1::AdvisoryEvent> {
+    q.finish()?;
+    let e: v1::AdvisoryEvent = body.message()?;
+    Ok(Json(tr::event_out(
+        w.update_advisory_event(&c, &uid, tr::event_change(e)?).await?,
+    )))
+}
+
+/// Imports: bodies up to [`MAX_IMPORT_BYTES`], read only for a caller who
+/// may create advisories somewhere, at most [`IMPORTS_AT_ONCE`] at a time per
+/// server, and parsed off the async workers.
+async fn import(State(w): State<Arc<Ward>>, Auth(c): Auth, q: Params, req: Request) -> Reply<v1::ImportResponse> {
+    q.finish()?;
+    w.may_import(&c)?;
+    if let Some(ct) = req.headers().get(http::header::CONTENT_TYPE) {
+        super::json_content_type(ct.to_str().unwrap_or(""))?;
+    }
+    let _permit = w
+        .import_permits
+        .acquire()
+        .await
+        .map_err(|_| Error::Unavailable("the server is shutting down".into()))?;
+    let bytes = axum::body::to_bytes(req.into_body(), MAX_IMPORT_BYTES)
+        .await
+        .map_err(|e| super::body_error_over(e, MAX_IMPORT_BYTES))?;
+    let body: v1::ImportRequest = tokio::task::spawn_blocking(move || {
+        serde_json::from_slice(&bytes)
+            .map_err(|e| Error::invalid("body", format!("the request body does not match ImportRequest: {e}")))
+    })
+    .await
+    .map_err(Error::internal)??;
+    Ok(Json(w.import_advisories(&c, body).await?))
+}
+
+/// `/osv/<CGA id>.json`, `/osv/all.json`, `/osv/all.zip`.
+async fn osv(
+    State(w): State<Arc<Ward>>,
+    MaybeAuth(c): MaybeAuth,
+    Path(file): Path<String>,
+    q: Params,
+) -> std::result::Result<Response, ApiError> {
+    q.finish()?;
+    match file.as_str() {
+        "all.json" => Ok(Json(w.osv_all(c.as_ref()).await?).into_response()),
+        "all.zip" => {
+            let docs = w.osv_all(c.as_ref()).await?;
+            let bytes = tokio::task::spawn_blocking(move || zip_documents(&docs))
+                .await
+                .map_err(Error::internal)??;
+            Ok((
+                [
+                    (http::header::CONTENT_TYPE, "application/zip"),
+                    (http::header::CONTENT_DISPOSITION, "attachment; filename=\"all.zip\""),
+                ],
+                bytes,
+            )
+                .into_response())
+        }
+        name => {
+            let id = name.strip_suffix(".json").unwrap_or_default();
+            Ok(Json(w.osv_by_id(c.as_ref(), id).await?).into_response())
+        }
+    }
+}
+
+/// A zip of `<id>.json` files.
+fn zip_documents(docs: &[serde_json::Value]) -> Result<Vec<u8>> {
+    use std::io::Write;
+    let mut out = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    for d in docs {
+        let id = d.get("id").and_then(|v| v.as_str()).unwrap_or_default();
+        out.start_file(format!("{id}.json"), options).map_err(Error::internal)?;
+        let text = serde_json::to_vec_pretty(d).map_err(Error::internal)?;
+        out.write_all(&text).map_err(Error::internal)?;
+    }
+    Ok(out.finish().map_err(Error::internal)?.into_inner())
+}
+
+async fn documents(
+    State(w): State<Arc<Ward>>,
+    MaybeAuth(c): MaybeAuth,
+    mut q: Params,
+) -> Reply<feed::ListDocumentsResponse> {
+    let req = feed::ListDocumentsRequest {
+        id: q.string("id"),
+        cves: q.list("cves")?,
+    };
+    q.finish()?;
+    Ok(Json(w.list_documents(c.as_ref(), req).await?))
+}
+
+async fn metadata(
+    State(w): State<Arc<Ward>>,
+    MaybeAuth(c): MaybeAuth,
+    mut q: Params,
+) -> Reply<feed::ListVulnerabilityMetadataResponse> {
+    let req = feed::ListVulnerabilityMetadataRequest {
+        id: q.string("id"),
+        ids: q.list("ids")?,
+        page_size: q.int("page_size")?,
+        page_token: q.string("page_token"),
+        order_by: q.string("order_by"),
+        skip: q.int("skip")?,
+    };
+    q.finish()?;
+    Ok(Json(w.list_vulnerability_metadata(c.as_ref(), req).await?))
+}

@@ -1,0 +1,189 @@
+//! Importing the documents security teams keep (advisory-schema YAML and OSV,
+//! parsed by the client into v1 advisories): one transaction per document,
+//! idempotent. An advisory is found by its CGA id (or, without one, by its
+//! legacy id in the group); its fields are replaced when they differ and
+//! events it does not hold yet (by time, type and content) are added as
+//! PENDING. Nothing is removed: an event history only grows.
+
+use ward_core::rpc;
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+use ward_proto::vulnerabilities::v1::{
+    ImportDocument, ImportRequest, ImportResponse, ImportResult, import_result::Outcome,
+};
+use ward_store::advisories::{ImportItem, ImportOutcome};
+
+use super::{MAX_NAME, v1};
+use crate::authz::Caller;
+use crate::ward::Ward;
+
+/// Most documents one import request may carry.
+pub const MAX_DOCUMENTS: usize = 2000;
+/// Most advisories one document may carry.
+pub const MAX_PER_DOCUMENT: usize = 5000;
+
+fn result(source: &str, advisory_id: &str, outcome: Outcome, reason: String) -> ImportResult {
+    ImportResult {
+        source: source.to_owned(),
+        advisory_id: advisory_id.to_owned(),
+        outcome: outcome as i32,
+        reason,
+    }
+}
+
+/// A rejection's reason: the violations of an InvalidArgument, else the message.
+fn reason(e: &Error) -> String {
+    match e {
+        Error::InvalidArgument(v) => v
+            .iter()
+            .take(5)
+            .map(|f| format!("{}: {}", f.field, f.description))
+            .collect::<Vec<_>>()
+            .join("; "),
+        e => e.message(),
+    }
+    .chars()
+    .take(1024)
+    .collect()
+}
+
+impl Ward {
+    /// Whether `caller` may import anywhere: checked before an import's body
+    /// is read, so nobody else makes the server parse megabytes.
+    pub fn may_import(&self, caller: &Caller) -> Result<()> {
+        if caller.is_admin || caller.grants.anywhere(rpc::IMPORT_ADVISORIES.capability) {
+            Ok(())
+        } else {
+            Err(Error::PermissionDenied("advisories.create is required".into()))
+        }
+    }
+
+    pub async fn import_advisories(&self, caller: &Caller, req: ImportRequest) -> Result<ImportResponse> {
+        let parent = Uidp::parse("parent_id", &req.parent_id)?;
+        self.authorize(caller, &rpc::IMPORT_ADVISORIES, &parent)?;
+        self.authorize(caller, &rpc::IMPORT_ADVISORIES_UPDATE, &parent)?;
+        if req.documents.len() > MAX_DOCUMENTS {
+            return Err(Error::invalid(
+                "documents",
+                format!("at most {MAX_DOCUMENTS} documents per request"),
+            ));
+        }
+        let mut resp = ImportResponse::default();
+        for doc in req.documents {
+            self.import_document(caller, &parent, doc, req.dry_run, &mut resp)
+                .await?;
+        }
+        for r in &resp.results {
+            match Outcome::try_from(r.outcome).unwrap_or_default() {
+                Outcome::Created => resp.created += 1,
+                Outcome::Updated => resp.updated += 1,
+                Outcome::Unchanged => resp.unchanged += 1,
+                Outcome::Rejected => resp.rejected += 1,
+                // A dry run's checked advisory.
+                Outcome::Unspecified => {}
+            }
+        }
+        Ok(resp)
+    }
+
+    async fn import_document(
+        &self,
+        caller: &Caller,
+        parent: &Uidp,
+        doc: ImportDocument,
+        dry_run: bool,
+        resp: &mut ImportResponse,
+    ) -> Result<()> {
+        let source: String = doc.source.chars().take(1024).collect();
+        if doc.advisories.len() > MAX_PER_DOCUMENT {
+            resp.results.push(result(
+                &source,
+                "",
+                Outcome::Rejected,
+                format!("at most {MAX_PER_DOCUMENT} advisories per document"),
+            ));
+            return Ok(());
+        }
+        if doc.package.len() > MAX_NAME {
+            resp.results.push(result(
+                &source,
+                "",
+                Outcome::Rejected,
+                "the package name is too long".into(),
+            ));
+            return Ok(());
+        }
+        let mut items = Vec::new();
+        let mut ids = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for a in doc.advisories {
+            let shown: String = a.advisory_id.chars().take(64).collect();
+            let checked = v1::advisory_in(a).and_then(|a| {
+                let origin = if doc.package.is_empty() {
+                    a.artifact_name.clone()
+                } else {
+                    doc.package.clone()
+                };
+                if a.advisory_id.is_empty() && a.legacy_advisory_id.as_deref().unwrap_or_default().is_empty() {
+                    return Err(Error::invalid(
+                        "advisory_id",
+                        "an imported advisory needs its CGA id or a legacy id",
+                    ));
+                }
+                // One advisory per key: its CGA id, else its legacy id.
+                let key = if a.advisory_id.is_empty() {
+                    format!("legacy:{}", a.legacy_advisory_id.as_deref().unwrap_or_default())
+                } else {
+                    a.advisory_id.clone()
+                };
+                if !seen.insert(key) {
+                    return Err(Error::invalid("advisory_id", "the document names this advisory twice"));
+                }
+                let id = a.advisory_id.clone();
+                self.new_advisory(caller, parent, &a, &origin, id, "")
+            });
+            match checked {
+                Ok((record, events)) => {
+                    ids.push(shown);
+                    items.push(ImportItem {
+                        record,
+                        events,
+                        by_legacy_id: false,
+                    });
+                }
+                Err(e) => resp
+                    .results
+                    .push(result(&source, &shown, Outcome::Rejected, reason(&e))),
+            }
+        }
+        // Advisories known only by a legacy id get a CGA id now (used only if
+        // new: the store finds them by that legacy id).
+        for item in &mut items {
+            if item.record.advisory_id.is_empty() {
+                item.record.advisory_id = super::write::fresh_cga();
+                item.by_legacy_id = true;
+            }
+        }
+        if dry_run || items.is_empty() {
+            for id in ids {
+                resp.results
+                    .push(result(&source, &id, Outcome::Unspecified, String::new()));
+            }
+            return Ok(());
+        }
+        let outcomes = self
+            .store
+            .import_advisories(parent.as_str(), &items, self.clock.now_millis())
+            .await?;
+        for (o, id) in outcomes {
+            let id = id.as_str();
+            resp.results.push(match o {
+                ImportOutcome::Created => result(&source, id, Outcome::Created, String::new()),
+                ImportOutcome::Updated => result(&source, id, Outcome::Updated, String::new()),
+                ImportOutcome::Unchanged => result(&source, id, Outcome::Unchanged, String::new()),
+                ImportOutcome::Rejected(why) => result(&source, id, Outcome::Rejected, why),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,279 @@
+//! The advisories' storage: advisories, their aliases (a table of their own, so
+//! the `aliases` filter is an index lookup) and their events. An advisory's
+//! status (the type of its latest approved event, and the fixed version when
+//! that is `fixed`) is recomputed in every transaction that changes its events,
+//! so status filters never scan events.
+
+use async_trait::async_trait;
+use ward_core::listing::{ListQuery, Page};
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+
+pub const ADVISORY_TYPE: &str = ward_core::rpc::Kind::Advisory.type_name();
+pub const EVENT_TYPE: &str = ward_core::rpc::Kind::AdvisoryEvent.type_name();
+
+/// Most events one advisory may hold, and most bytes of event payloads and
+/// findings together: what one advisory can cost a listing that returns it.
+pub const MAX_EVENTS_PER_ADVISORY: i64 = 1000;
+pub const MAX_EVENT_BYTES_PER_ADVISORY: i64 = 1024 * 1024;
+
+/// `review_state` of an approved event (REVIEW_STATE_APPROVED).
+pub const APPROVED: i64 = 2;
+/// The EventTypeFilter number of `fixed`.
+pub const FIXED: i64 = 3;
+
+/// A stored advisory. `aliases` and `severities` are JSON arrays.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct AdvisoryRecord {
+    pub uid: String,
+    pub parent_uid: String,
+    pub advisory_id: String,
+    pub legacy_advisory_id: Option<String>,
+    pub origin: String,
+    pub author: String,
+    pub artifact_name: String,
+    pub artifact_type: String,
+    pub artifact_architecture: String,
+    pub component_name: String,
+    pub component_location: String,
+    pub component_type: String,
+    pub aliases: String,
+    pub severities: String,
+    /// Output only: the EventTypeFilter number of the latest approved event (0: none).
+    pub latest_type: i64,
+    /// Output only: the fixed version when `latest_type` is `fixed`.
+    pub fixed_version: Option<String>,
+    pub create_time: i64,
+    pub update_time: i64,
+    pub delete_time: Option<i64>,
+}
+
+/// An advisory's own fields as a full replacement writes them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdvisoryFields {
+    pub artifact_name: String,
+    pub artifact_type: String,
+    pub artifact_architecture: String,
+    pub component_name: String,
+    pub component_location: String,
+    pub component_type: String,
+    pub aliases: String,
+    pub severities: String,
+}
+
+impl AdvisoryRecord {
+    pub fn fields(&self) -> AdvisoryFields {
+        AdvisoryFields {
+            artifact_name: self.artifact_name.clone(),
+            artifact_type: self.artifact_type.clone(),
+            artifact_architecture: self.artifact_architecture.clone(),
+            component_name: self.component_name.clone(),
+            component_location: self.component_location.clone(),
+            component_type: self.component_type.clone(),
+            aliases: self.aliases.clone(),
+            severities: self.severities.clone(),
+        }
+    }
+
+    /// The alias list (from its JSON).
+    pub fn alias_list(&self) -> Vec<String> {
+        alias_list(&self.aliases)
+    }
+}
+
+pub(crate) fn alias_list(json: &str) -> Vec<String> {
+    serde_json::from_str(json).unwrap_or_default()
+}
+
+/// What the `query` filter searches: artifact and component names and the
+/// aliases, lowercased.
+pub(crate) fn search_text(f: &AdvisoryFields) -> String {
+    let mut s = format!("{}\n{}", f.artifact_name, f.component_name);
+    for a in alias_list(&f.aliases) {
+        s.push('\n');
+        s.push_str(&a);
+    }
+    s.to_lowercase()
+}
+
+/// A stored event. `payload` is the event's oneof as proto3 JSON (the
+/// service layer owns its shape); `kind` its EventTypeFilter number.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct EventRecord {
+    pub uid: String,
+    pub advisory_uid: String,
+    pub event_time: i64,
+    pub kind: i64,
+    pub author: String,
+    pub reviewer: String,
+    pub review_state: i64,
+    pub issue: Option<String>,
+    pub payload: String,
+    /// Digest of time, kind and payload: how a re-import recognises an event.
+    pub fingerprint: String,
+    pub findings: Vec<u8>,
+    pub create_time: i64,
+    pub update_time: i64,
+}
+
+/// One advisory of an import, ready to store: `record` carries a fresh uid and
+/// times (used only if it is new), `events` fresh uids.
+#[derive(Clone, Debug)]
+pub struct ImportItem {
+    pub record: AdvisoryRecord,
+    pub events: Vec<EventRecord>,
+    /// The record's CGA id was generated for it (its source had none): find
+    /// the stored advisory by its legacy id in the group instead.
+    pub by_legacy_id: bool,
+}
+
+/// What an import did with one advisory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImportOutcome {
+    Created,
+    Updated,
+    Unchanged,
+    Rejected(String),
+}
+
+/// What to do with an incoming advisory, given the stored one.
+pub(crate) enum Plan<'a> {
+    Create,
+    /// Replace the fields (if `fields`) and add `events`.
+    Update {
+        uid: String,
+        fields: Option<Box<AdvisoryFields>>,
+        events: Vec<&'a EventRecord>,
+    },
+    Unchanged,
+    Reject(String),
+}
+
+/// Decides an import item against what is stored (`existing`, with its event
+/// fingerprints): events are matched by fingerprint and only added; fields
+/// are replaced when they differ.
+pub(crate) fn plan<'a>(
+    parent_uid: &str,
+    existing: Option<(&AdvisoryRecord, &[String])>,
+    item: &'a ImportItem,
+) -> Plan<'a> {
+    let Some((cur, prints)) = existing else {
+        return Plan::Create;
+    };
+    if cur.parent_uid != parent_uid {
+        return Plan::Reject(format!(
+            "advisory id {} is already used by another group's advisory",
+            cur.advisory_id
+        ));
+    }
+    if cur.delete_time.is_some() {
+        return Plan::Reject(format!("advisory {} was deleted", cur.advisory_id));
+    }
+    let incoming = item.record.fields();
+    let fields = (incoming != cur.fields()).then(|| Box::new(incoming));
+    let mut seen: std::collections::HashSet<&str> = prints.iter().map(String::as_str).collect();
+    let events: Vec<&EventRecord> = item
+        .events
+        .iter()
+        .filter(|e| seen.insert(e.fingerprint.as_str()))
+        .collect();
+    if fields.is_none() && events.is_empty() {
+        Plan::Unchanged
+    } else {
+        Plan::Update {
+            uid: cur.uid.clone(),
+            fields,
+            events,
+        }
+    }
+}
+
+#[async_trait]
+pub trait AdvisoryStore: Send + Sync + 'static {
+    /// NOT_FOUND if the group is gone; ALREADY_EXISTS if the advisory id is taken.
+    async fn create_advisory(&self, a: &AdvisoryRecord, events: &[EventRecord]) -> Result<()>;
+    async fn get_advisory(&self, uid: &Uidp) -> Result<Option<AdvisoryRecord>>;
+    /// Replaces the advisory's own fields; NOT_FOUND if missing or deleted.
+    async fn update_advisory(&self, uid: &Uidp, f: &AdvisoryFields, now_ms: i64) -> Result<AdvisoryRecord>;
+    /// Soft delete; NOT_FOUND if missing or already deleted.
+    async fn delete_advisory(&self, uid: &Uidp, now_ms: i64) -> Result<()>;
+    async fn list_advisories(&self, q: &ListQuery) -> Result<Page<AdvisoryRecord>>;
+    /// The events of these advisories, by advisory, oldest first.
+    async fn events_of(&self, advisory_uids: &[String]) -> Result<Vec<EventRecord>>;
+
+    /// Adds an event; NOT_FOUND if the advisory is missing or deleted.
+    async fn add_event(&self, e: &EventRecord) -> Result<()>;
+    async fn get_event(&self, uid: &Uidp) -> Result<Option<EventRecord>>;
+    /// Writes the event's review and content if its review state is still
+    /// `expected_state` (FAILED_PRECONDITION otherwise: someone reviewed it
+    /// meanwhile).
+    async fn update_event(&self, e: &EventRecord, expected_state: i64) -> Result<EventRecord>;
+
+    /// Imports one document's advisories in one transaction; each outcome
+    /// with the CGA id of the advisory it concerns (the stored one's when an
+    /// import matched it).
+    async fn import_advisories(
+        &self,
+        parent_uid: &str,
+        items: &[ImportItem],
+        now_ms: i64,
+    ) -> Result<Vec<(ImportOutcome, String)>>;
+}
+
+/// Whether an advisory holding `count` events of `bytes` may take `adding`.
+pub(crate) fn has_room(count: i64, bytes: i64, adding: &[&EventRecord]) -> bool {
+    let more: i64 = adding.iter().map(|e| event_bytes(e)).sum();
+    count + adding.len() as i64 <= MAX_EVENTS_PER_ADVISORY && bytes + more <= MAX_EVENT_BYTES_PER_ADVISORY
+}
+
+/// What an event counts against its advisory's budget.
+pub fn event_bytes(e: &EventRecord) -> i64 {
+    (e.payload.len() + e.findings.len()) as i64
+}
+
+pub(crate) fn too_many_events(uid: &str) -> Error {
+    Error::ResourceExhausted(format!(
+        "advisory {uid} would hold more than {MAX_EVENTS_PER_ADVISORY} events or \
+         {MAX_EVENT_BYTES_PER_ADVISORY} bytes of event payloads and findings"
+    ))
+}
+
+/// Counts an advisory's events and their bytes (dialect placeholder `{a}`).
+pub(crate) const EVENT_USAGE_SQLITE: &str = "SELECT COUNT(*), COALESCE(SUM(length(CAST(payload AS BLOB)) + \
+     length(findings)), 0) FROM advisory_events WHERE advisory_uid = ?1";
+pub(crate) const EVENT_USAGE_POSTGRES: &str = "SELECT COUNT(*), COALESCE(SUM(octet_length(payload) + \
+     octet_length(findings)), 0)::BIGINT FROM advisory_events WHERE advisory_uid = $1";
+
+pub(crate) fn advisory_exists(id: &str) -> Error {
+    Error::AlreadyExists {
+        resource_type: ADVISORY_TYPE,
+        name: id.to_owned(),
+    }
+}
+
+pub(crate) fn event_reviewed(uid: &str) -> Error {
+    Error::precondition(
+        "REVIEW_STATE_CHANGED",
+        uid,
+        "the event was reviewed by someone else meanwhile; read it again",
+    )
+}
+
+/// The fixed version in a `fixed` event's payload JSON.
+pub(crate) fn fixed_version_of(payload: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(payload).ok()?;
+    v.get("fixed")?.get("fixedVersion")?.as_str().map(str::to_owned)
+}
+
+/// The status columns from the latest approved event `(kind, payload)`, if any.
+pub(crate) fn status_of(latest: Option<(i64, String)>) -> (i64, Option<String>) {
+    match latest {
+        Some((kind, payload)) if kind == FIXED => (kind, fixed_version_of(&payload)),
+        Some((kind, _)) => (kind, None),
+        None => (0, None),
+    }
+}
+
+/// The latest approved event of an advisory: by event time, then uid.
+pub(crate) const LATEST_APPROVED: &str = "SELECT type, payload FROM advisory_events \
+     WHERE advisory_uid = {a} AND review_state = 2 ORDER BY event_time DESC, uid DESC LIMIT 1";

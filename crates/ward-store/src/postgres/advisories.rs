@@ -1,0 +1,416 @@
+//! The advisories tables on PostgreSQL. Event writes hold their advisory
+//! `FOR UPDATE`, so the status columns are recomputed by one writer at a time.
+
+use async_trait::async_trait;
+use sqlx::PgConnection;
+use ward_core::listing::{ListQuery, Page};
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+
+use super::{PostgresStore, lock};
+use crate::advisories::{
+    ADVISORY_TYPE, AdvisoryFields, AdvisoryRecord, AdvisoryStore, EVENT_TYPE, EVENT_USAGE_POSTGRES, EventRecord,
+    ImportItem, ImportOutcome, LATEST_APPROVED, Plan, advisory_exists, alias_list, event_reviewed, has_room, plan,
+    search_text, status_of, too_many_events,
+};
+use crate::sql::{ADVISORY_COLUMNS, EVENT_COLUMNS};
+use crate::{GROUP_TYPE, db_err};
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    e.as_database_error().is_some_and(|d| d.is_unique_violation())
+}
+
+async fn get_advisory(c: &mut PgConnection, column: &str, key: &str, lock: &str) -> Result<Option<AdvisoryRecord>> {
+    sqlx::query_as(&format!(
+        "SELECT {ADVISORY_COLUMNS} FROM advisories WHERE {column} = $1 {lock}"
+    ))
+    .bind(key)
+    .fetch_optional(c)
+    .await
+    .map_err(|e| db_err("get advisory", e))
+}
+
+/// Inserts the advisory and its aliases; the raw error so callers can tell a
+/// taken advisory id.
+async fn insert_advisory(c: &mut PgConnection, a: &AdvisoryRecord) -> std::result::Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO advisories (uid, parent_uid, advisory_id, legacy_advisory_id, origin, author, artifact_name, \
+         artifact_type, artifact_architecture, component_name, component_location, component_type, aliases, \
+         severities, search, create_time, update_time) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+    )
+    .bind(&a.uid)
+    .bind(&a.parent_uid)
+    .bind(&a.advisory_id)
+    .bind(&a.legacy_advisory_id)
+    .bind(&a.origin)
+    .bind(&a.author)
+    .bind(&a.artifact_name)
+    .bind(&a.artifact_type)
+    .bind(&a.artifact_architecture)
+    .bind(&a.component_name)
+    .bind(&a.component_location)
+    .bind(&a.component_type)
+    .bind(&a.aliases)
+    .bind(&a.severities)
+    .bind(search_text(&a.fields()))
+    .bind(a.create_time)
+    .bind(a.update_time)
+    .execute(&mut *c)
+    .await?;
+    insert_aliases(c, &a.uid, &a.aliases).await
+}
+
+async fn insert_aliases(c: &mut PgConnection, uid: &str, aliases: &str) -> std::result::Result<(), sqlx::Error> {
+    for a in alias_list(aliases) {
+        sqlx::query("INSERT INTO advisory_aliases (alias, advisory_uid) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+            .bind(a)
+            .bind(uid)
+            .execute(&mut *c)
+            .await?;
+    }
+    Ok(())
+}
+
+async fn write_fields(c: &mut PgConnection, uid: &str, f: &AdvisoryFields, now_ms: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE advisories SET artifact_name = $1, artifact_type = $2, artifact_architecture = $3, \
+         component_name = $4, component_location = $5, component_type = $6, aliases = $7, severities = $8, \
+         search = $9 WHERE uid = $10",
+    )
+    .bind(&f.artifact_name)
+    .bind(&f.artifact_type)
+    .bind(&f.artifact_architecture)
+    .bind(&f.component_name)
+    .bind(&f.component_location)
+    .bind(&f.component_type)
+    .bind(&f.aliases)
+    .bind(&f.severities)
+    .bind(search_text(f))
+    .bind(uid)
+    .execute(&mut *c)
+    .await
+    .map_err(|e| db_err("update advisory", e))?;
+    sqlx::query("DELETE FROM advisory_aliases WHERE advisory_uid = $1")
+        .bind(uid)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| db_err("update aliases", e))?;
+    insert_aliases(c, uid, &f.aliases)
+        .await
+        .map_err(|e| db_err("update aliases", e))?;
+    touch(c, uid, now_ms).await
+}
+
+async fn touch(c: &mut PgConnection, uid: &str, now_ms: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE advisories SET update_time = CASE WHEN $1 > update_time THEN $1 ELSE update_time + 1 END \
+         WHERE uid = $2",
+    )
+    .bind(now_ms)
+    .bind(uid)
+    .execute(c)
+    .await
+    .map_err(|e| db_err("touch advisory", e))?;
+    Ok(())
+}
+
+async fn insert_event(c: &mut PgConnection, e: &EventRecord) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO advisory_events (uid, advisory_uid, event_time, type, author, reviewer, review_state, issue, \
+         payload, fingerprint, findings, create_time, update_time) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    )
+    .bind(&e.uid)
+    .bind(&e.advisory_uid)
+    .bind(e.event_time)
+    .bind(e.kind)
+    .bind(&e.author)
+    .bind(&e.reviewer)
+    .bind(e.review_state)
+    .bind(&e.issue)
+    .bind(&e.payload)
+    .bind(&e.fingerprint)
+    .bind(&e.findings)
+    .bind(e.create_time)
+    .bind(e.update_time)
+    .execute(c)
+    .await
+    .map_err(|e| db_err("insert event", e))?;
+    Ok(())
+}
+
+async fn refresh_status(c: &mut PgConnection, uid: &str) -> Result<()> {
+    let latest: Option<(i64, String)> = sqlx::query_as(&LATEST_APPROVED.replace("{a}", "$1"))
+        .bind(uid)
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(|e| db_err("latest event", e))?;
+    let (kind, fixed) = status_of(latest);
+    sqlx::query("UPDATE advisories SET latest_type = $1, fixed_version = $2 WHERE uid = $3")
+        .bind(kind)
+        .bind(fixed)
+        .bind(uid)
+        .execute(c)
+        .await
+        .map_err(|e| db_err("advisory status", e))?;
+    Ok(())
+}
+
+/// Whether the advisory can take these events (see `has_room`).
+async fn room_for(c: &mut PgConnection, uid: &str, adding: &[&EventRecord]) -> Result<bool> {
+    let (count, bytes): (i64, i64) = sqlx::query_as(EVENT_USAGE_POSTGRES)
+        .bind(uid)
+        .fetch_one(c)
+        .await
+        .map_err(|e| db_err("event usage", e))?;
+    Ok(has_room(count, bytes, adding))
+}
+
+/// Locks the live advisory `uid`, else NOT_FOUND.
+async fn lock_live(c: &mut PgConnection, uid: &str) -> Result<AdvisoryRecord> {
+    match get_advisory(c, "uid", uid, "FOR UPDATE").await? {
+        Some(a) if a.delete_time.is_none() => Ok(a),
+        _ => Err(Error::not_found(ADVISORY_TYPE, uid)),
+    }
+}
+
+async fn import_one(
+    c: &mut PgConnection,
+    parent: &str,
+    item: &ImportItem,
+    now_ms: i64,
+) -> Result<(ImportOutcome, String)> {
+    let r = &item.record;
+    // By CGA id, else (an advisory first imported from a non-CGA source) by
+    // its legacy id in the group.
+    let mut existing = get_advisory(c, "advisory_id", &r.advisory_id, "FOR UPDATE").await?;
+    if existing.is_none()
+        && item.by_legacy_id
+        && let Some(legacy) = &r.legacy_advisory_id
+    {
+        existing = sqlx::query_as(&format!(
+            "SELECT {ADVISORY_COLUMNS} FROM advisories WHERE legacy_advisory_id = $1 AND parent_uid = $2 FOR UPDATE"
+        ))
+        .bind(legacy)
+        .bind(parent)
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(|e| db_err("find advisory", e))?;
+    }
+    let prints: Vec<String> = match &existing {
+        Some(a) => sqlx::query_scalar("SELECT fingerprint FROM advisory_events WHERE advisory_uid = $1")
+            .bind(&a.uid)
+            .fetch_all(&mut *c)
+            .await
+            .map_err(|e| db_err("event fingerprints", e))?,
+        None => Vec::new(),
+    };
+    let id = existing
+        .as_ref()
+        .map_or_else(|| r.advisory_id.clone(), |a| a.advisory_id.clone());
+    let outcome = match plan(parent, existing.as_ref().map(|a| (a, prints.as_slice())), item) {
+        Plan::Create => {
+            if !has_room(0, 0, &item.events.iter().collect::<Vec<_>>()) {
+                return Ok((ImportOutcome::Rejected(too_many_events(&r.advisory_id).message()), id));
+            }
+            match insert_advisory(c, r).await {
+                Err(e) if is_unique_violation(&e) => return Err(advisory_exists(&r.advisory_id)),
+                r => r.map_err(|e| db_err("insert advisory", e))?,
+            }
+            for e in &item.events {
+                insert_event(c, e).await?;
+            }
+            refresh_status(c, &r.uid).await?;
+            ImportOutcome::Created
+        }
+        Plan::Update { uid, fields, events } => {
+            if !room_for(c, &uid, &events).await? {
+                return Ok((ImportOutcome::Rejected(too_many_events(&r.advisory_id).message()), id));
+            }
+            if let Some(f) = fields {
+                write_fields(c, &uid, &f, now_ms).await?;
+            }
+            for e in events {
+                let e = EventRecord {
+                    advisory_uid: uid.clone(),
+                    uid: format!("{uid}/{}", e.uid.rsplit('/').next().unwrap_or_default()),
+                    ..e.clone()
+                };
+                insert_event(c, &e).await?;
+            }
+            touch(c, &uid, now_ms).await?;
+            refresh_status(c, &uid).await?;
+            ImportOutcome::Updated
+        }
+        Plan::Unchanged => ImportOutcome::Unchanged,
+        Plan::Reject(why) => ImportOutcome::Rejected(why),
+    };
+    Ok((outcome, id))
+}
+
+#[async_trait]
+impl AdvisoryStore for PostgresStore {
+    async fn create_advisory(&self, a: &AdvisoryRecord, events: &[EventRecord]) -> Result<()> {
+        let mut tx = self.begin().await?;
+        if !lock(&mut tx, "groups", &a.parent_uid, "FOR SHARE").await? {
+            return Err(Error::not_found(GROUP_TYPE, a.parent_uid.clone()));
+        }
+        match insert_advisory(&mut tx, a).await {
+            Err(e) if is_unique_violation(&e) => return Err(advisory_exists(&a.advisory_id)),
+            r => r.map_err(|e| db_err("insert advisory", e))?,
+        }
+        for e in events {
+            insert_event(&mut tx, e).await?;
+        }
+        refresh_status(&mut tx, &a.uid).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
+    async fn get_advisory(&self, uid: &Uidp) -> Result<Option<AdvisoryRecord>> {
+        self.get_one("advisories", ADVISORY_COLUMNS, uid).await
+    }
+
+    async fn update_advisory(&self, uid: &Uidp, f: &AdvisoryFields, now_ms: i64) -> Result<AdvisoryRecord> {
+        let mut tx = self.begin().await?;
+        lock_live(&mut tx, uid.as_str()).await?;
+        write_fields(&mut tx, uid.as_str(), f, now_ms).await?;
+        let row = get_advisory(&mut tx, "uid", uid.as_str(), "").await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        row.ok_or_else(|| Error::not_found(ADVISORY_TYPE, uid.as_str()))
+    }
+
+    async fn delete_advisory(&self, uid: &Uidp, now_ms: i64) -> Result<()> {
+        let n = sqlx::query(
+            "UPDATE advisories SET delete_time = $1, \
+             update_time = CASE WHEN $1 > update_time THEN $1 ELSE update_time + 1 END \
+             WHERE uid = $2 AND delete_time IS NULL",
+        )
+        .bind(now_ms)
+        .bind(uid.as_str())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| db_err("delete advisory", e))?
+        .rows_affected();
+        if n == 0 {
+            return Err(Error::not_found(ADVISORY_TYPE, uid.as_str()));
+        }
+        Ok(())
+    }
+
+    async fn list_advisories(&self, q: &ListQuery) -> Result<Page<AdvisoryRecord>> {
+        self.list("advisories", ADVISORY_COLUMNS, q).await
+    }
+
+    async fn events_of(&self, advisory_uids: &[String]) -> Result<Vec<EventRecord>> {
+        if advisory_uids.is_empty() {
+            return Ok(Vec::new());
+        }
+        sqlx::query_as(&format!(
+            "SELECT {EVENT_COLUMNS} FROM advisory_events WHERE advisory_uid = ANY($1) \
+             ORDER BY advisory_uid, event_time, uid"
+        ))
+        .bind(advisory_uids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("list events", e))
+    }
+
+    async fn add_event(&self, e: &EventRecord) -> Result<()> {
+        let mut tx = self.begin().await?;
+        lock_live(&mut tx, &e.advisory_uid).await?;
+        if !room_for(&mut tx, &e.advisory_uid, &[e]).await? {
+            return Err(too_many_events(&e.advisory_uid));
+        }
+        insert_event(&mut tx, e).await?;
+        touch(&mut tx, &e.advisory_uid, e.create_time).await?;
+        refresh_status(&mut tx, &e.advisory_uid).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
+    async fn get_event(&self, uid: &Uidp) -> Result<Option<EventRecord>> {
+        sqlx::query_as(&format!("SELECT {EVENT_COLUMNS} FROM advisory_events WHERE uid = $1"))
+            .bind(uid.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| db_err("get event", e))
+    }
+
+    async fn update_event(&self, e: &EventRecord, expected_state: i64) -> Result<EventRecord> {
+        let mut tx = self.begin().await?;
+        lock_live(&mut tx, &e.advisory_uid).await?;
+        let row: Option<EventRecord> = sqlx::query_as(&format!(
+            "UPDATE advisory_events SET type = $1, reviewer = $2, review_state = $3, issue = $4, \
+             payload = $5, fingerprint = $6, findings = $7, event_time = $8, \
+             update_time = CASE WHEN $9 > update_time THEN $9 ELSE update_time + 1 END, author = $12 \
+             WHERE uid = $10 AND review_state = $11 RETURNING {EVENT_COLUMNS}"
+        ))
+        .bind(e.kind)
+        .bind(&e.reviewer)
+        .bind(e.review_state)
+        .bind(&e.issue)
+        .bind(&e.payload)
+        .bind(&e.fingerprint)
+        .bind(&e.findings)
+        .bind(e.event_time)
+        .bind(e.update_time)
+        .bind(&e.uid)
+        .bind(expected_state)
+        .bind(&e.author)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| db_err("update event", e))?;
+        let Some(row) = row else {
+            let gone = !lock(&mut tx, "advisory_events", &e.uid, "").await?;
+            return Err(if gone {
+                Error::not_found(EVENT_TYPE, e.uid.clone())
+            } else {
+                event_reviewed(&e.uid)
+            });
+        };
+        // New content must still fit the advisory's budget.
+        if !room_for(&mut tx, &e.advisory_uid, &[]).await? {
+            return Err(too_many_events(&e.advisory_uid));
+        }
+        touch(&mut tx, &e.advisory_uid, e.update_time).await?;
+        refresh_status(&mut tx, &e.advisory_uid).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        Ok(row)
+    }
+
+    async fn import_advisories(
+        &self,
+        parent_uid: &str,
+        items: &[ImportItem],
+        now_ms: i64,
+    ) -> Result<Vec<(ImportOutcome, String)>> {
+        let mut tx = self.begin().await?;
+        if !lock(&mut tx, "groups", parent_uid, "FOR SHARE").await? {
+            return Err(Error::not_found(GROUP_TYPE, parent_uid));
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            // A savepoint per advisory: one that fails (an id taken meanwhile)
+            // is reported without losing the others.
+            let mut sp = sqlx::Connection::begin(&mut *tx)
+                .await
+                .map_err(|e| db_err("savepoint", e))?;
+            match import_one(&mut sp, parent_uid, item, now_ms).await {
+                Ok(o) => {
+                    sp.commit().await.map_err(|e| db_err("release savepoint", e))?;
+                    out.push(o);
+                }
+                Err(Error::AlreadyExists { name, .. }) => {
+                    sp.rollback().await.map_err(|e| db_err("rollback savepoint", e))?;
+                    out.push((
+                        ImportOutcome::Rejected(format!("advisory id {name} is already in use")),
+                        name,
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        Ok(out)
+    }
+}
