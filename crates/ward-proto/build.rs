@@ -48,6 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
     config.extern_path(".google.protobuf.Timestamp", "crate::Timestamp");
     config.extern_path(".google.protobuf.FieldMask", "::pbjson_types::FieldMask");
+    config.extern_path(".google.protobuf.Duration", "::pbjson_types::Duration");
     for domain in VERSIONED {
         config.extern_path(
             format!(".chainguard.platform.{domain}.v2beta1"),
@@ -75,6 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ".chainguard.platform.vulnerabilities.v2",
             ".chainguard.platform.vulnerabilities.v1",
             ".chainguard.platform.advisory.v2",
+            ".chainguard.platform.auth.v1",
         ])?;
     Ok(())
 }

@@ -26,6 +26,7 @@ use ward_core::clock::Clock;
 use ward_core::{Error, Result};
 use ward_store::{SigningKeyRecord, Store};
 
+pub mod secret;
 pub mod upstream;
 
 /// Lifetime of an API token.
@@ -125,6 +126,18 @@ pub struct Claims {
     /// claim shape).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access: Option<Vec<RegistryAccess>>,
+    /// Roles this session holds besides the identity's bindings: mapped from
+    /// the person's groups at their identity provider when they logged in,
+    /// and never stored as bindings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<Vec<SessionRole>>,
+}
+
+/// A role a login session holds at a group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRole {
+    pub scope: String,
+    pub role: String,
 }
 
 /// One repository a registry token may act on.
@@ -150,6 +163,7 @@ pub struct Grant {
     pub scopes: Option<Vec<String>>,
     pub cap: Option<Vec<String>>,
     pub access: Option<Vec<RegistryAccess>>,
+    pub roles: Option<Vec<SessionRole>>,
 }
 
 struct Key {
@@ -314,6 +328,7 @@ impl Tokens {
             scopes: grant.scopes.clone(),
             cap: grant.cap.clone(),
             access: grant.access.clone(),
+            roles: grant.roles.clone(),
         };
         let keys = self.keys.read().expect("key lock");
         let key = keys.keys.last().ok_or_else(|| Error::internal("no signing key"))?;

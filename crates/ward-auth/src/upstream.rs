@@ -217,6 +217,8 @@ pub struct Upstream {
     /// Recent failed fetches, for [`FAILURE_BACKOFF_MS`].
     failures: moka::sync::Cache<String, Failure>,
     in_flight: InFlight,
+    /// Identity providers' discovery documents, for logins.
+    discovery: moka::sync::Cache<String, Arc<Value>>,
 }
 
 /// Holds an issuer's fetch turn slot; the last holder removes it from the map.
@@ -317,6 +319,10 @@ impl Upstream {
                 .time_to_live(ms(FAILURE_BACKOFF_MS))
                 .build(),
             in_flight: Mutex::new(HashMap::new()),
+            discovery: moka::sync::Cache::builder()
+                .max_capacity(keys)
+                .time_to_live(ms(KEYS_TTL_MS))
+                .build(),
         }
     }
 
@@ -413,7 +419,52 @@ impl Upstream {
 
     /// GETs a small JSON document within the fetch policy.
     async fn fetch_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T> {
-        let unreachable = |why: String| reject(format!("could not fetch the issuer's keys: {why}"));
+        self.request_json(url, None, "could not fetch the issuer's keys").await
+    }
+
+    /// The issuer's discovery document (cached like its keys), checked to
+    /// name that issuer: for a login, where its endpoints are.
+    pub async fn discovery(&self, issuer: &str) -> Result<Arc<Value>> {
+        if let Some(d) = self.discovery.get(issuer) {
+            return Ok(d);
+        }
+        let url = format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/'));
+        let doc: Value = self
+            .request_json(&url, None, "could not reach the identity provider")
+            .await?;
+        if doc
+            .get("issuer")
+            .and_then(Value::as_str)
+            .map(|s| s.trim_end_matches('/'))
+            != Some(issuer.trim_end_matches('/'))
+        {
+            return Err(reject(
+                "the identity provider's discovery document names another issuer",
+            ));
+        }
+        let doc = Arc::new(doc);
+        self.discovery.insert(issuer.to_owned(), doc.clone());
+        Ok(doc)
+    }
+
+    /// POSTs a form (an OAuth token request) within the fetch policy and reads
+    /// the JSON answer, whatever its status: OAuth errors come as JSON 400s.
+    pub async fn post_form(&self, url: &str, form: &[(&str, &str)], basic: Option<(&str, &str)>) -> Result<Value> {
+        self.request_json(url, Some((form, basic)), "could not reach the identity provider")
+            .await
+    }
+
+    /// One request within the fetch policy: https (or loopback http when
+    /// allowed), only to addresses the policy allows, connecting to exactly
+    /// the address checked, no redirects or proxies, bounded in time and size.
+    /// A GET must answer 2xx; a form POST's JSON is returned whatever its status.
+    async fn request_json<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &str,
+        form: Option<FormPost<'_>>,
+        context: &str,
+    ) -> Result<T> {
+        let unreachable = |why: String| reject(format!("{context}: {why}"));
         let parsed = reqwest::Url::parse(url).map_err(|_| unreachable(format!("{url} is not a URL")))?;
         let host = parsed
             .host_str()
@@ -449,11 +500,24 @@ impl Upstream {
             .resolve(&host, addr)
             .build()
             .map_err(|e| unreachable(e.to_string()))?;
-        let mut resp = client
-            .get(parsed)
-            .send()
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
+        let request = match form {
+            None => client.get(parsed),
+            Some((fields, basic)) => {
+                let body: String = form_urlencoded::Serializer::new(String::new())
+                    .extend_pairs(fields.iter())
+                    .finish();
+                let r = client
+                    .post(parsed)
+                    .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                    .header(reqwest::header::ACCEPT, "application/json")
+                    .body(body);
+                match basic {
+                    Some((user, password)) => r.basic_auth(form_component(user), Some(form_component(password))),
+                    None => r,
+                }
+            }
+        };
+        let mut resp = request.send().await.map_err(|e| unreachable(e.to_string()))?;
         // And check that it did.
         match resp.remote_addr() {
             Some(peer) if peer.ip() == addr.ip() && peer.port() == addr.port() => {}
@@ -463,7 +527,7 @@ impl Upstream {
                 )));
             }
         }
-        if !resp.status().is_success() {
+        if form.is_none() && !resp.status().is_success() {
             return Err(unreachable(format!("{url} answered {}", resp.status())));
         }
         let mut body = Vec::new();
@@ -475,6 +539,14 @@ impl Upstream {
         }
         serde_json::from_slice(&body).map_err(|_| unreachable(format!("{url} is not the expected JSON")))
     }
+}
+
+/// A form POST: its fields, and HTTP Basic credentials (user, password).
+type FormPost<'a> = (&'a [(&'a str, &'a str)], Option<(&'a str, &'a str)>);
+
+/// RFC 6749 §2.3.1: client credentials in HTTP Basic are form-encoded first.
+fn form_component(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 #[cfg(test)]

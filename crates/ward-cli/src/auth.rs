@@ -28,17 +28,31 @@ use crate::{Client, Connection, Format, output};
 pub enum AuthCommand {
     /// Exchange an identity token (e.g. a CI job's OIDC token) for a Ward API
     /// token and cache it for later commands.
+    ///
+    /// Without --identity-token, a person logs in with their browser at their
+    /// organization's identity provider (--idp).
     Login {
-        /// The Ward identity (uid) to act as.
-        #[arg(long)]
-        identity: String,
+        /// The Ward identity (uid) to act as (with --identity-token).
+        #[arg(long, requires = "identity_token")]
+        identity: Option<String>,
         /// File holding the identity token, or `-` to read it from stdin. A
         /// file is read again whenever the cached token needs renewing.
-        #[arg(long, value_name = "FILE")]
-        identity_token: PathBuf,
+        #[arg(long, value_name = "FILE", requires = "identity", conflicts_with_all = ["idp", "no_browser", "invite_code"])]
+        identity_token: Option<PathBuf>,
         /// Audience of the Ward token [default: the API URL].
         #[arg(long)]
         audience: Option<String>,
+        /// Browser login: the identity provider (uid), or the name of a
+        /// verified organization that has one.
+        #[arg(long, env = "WARD_IDP")]
+        idp: Option<String>,
+        /// Browser login: print the URL to open instead of opening a browser
+        /// (the browser must run on this machine: it returns to a port here).
+        #[arg(long)]
+        no_browser: bool,
+        /// After logging in, accept this group invite.
+        #[arg(long, value_name = "CODE")]
+        invite_code: Option<String>,
     },
     /// Print a valid Ward API token from the cache, renewing it if needed.
     Token {
@@ -67,10 +81,24 @@ pub async fn run(conn: &Connection, cmd: AuthCommand) -> anyhow::Result<()> {
 async fn auth(conn: &Connection, cmd: AuthCommand) -> anyhow::Result<()> {
     match cmd {
         AuthCommand::Login {
-            identity,
-            identity_token,
+            identity: Some(identity),
+            identity_token: Some(identity_token),
             audience,
+            ..
         } => login(conn, identity, &identity_token, audience).await,
+        AuthCommand::Login {
+            idp: Some(idp),
+            no_browser,
+            invite_code,
+            audience: None,
+            ..
+        } => crate::login::browser_login(conn, &idp, no_browser, invite_code.as_deref()).await,
+        AuthCommand::Login { audience: Some(_), .. } => {
+            bail!("--audience goes with --identity-token; a browser login's token is for the API")
+        }
+        AuthCommand::Login { .. } => bail!(
+            "say how to log in: --idp IDP (a person, with a browser) or --identity UID --identity-token FILE (a workload)"
+        ),
         AuthCommand::Token { audience } => {
             let audience = audience.unwrap_or_else(|| default_audience(conn));
             match cached_token(conn, &audience).await? {
@@ -111,6 +139,9 @@ pub async fn cached_token(conn: &Connection, audience: &str) -> anyhow::Result<O
         return Ok(Some(entry.token));
     }
     let again = login_hint(conn, audience);
+    if entry.browser_login {
+        bail!("your login for {audience} has expired: run `ward auth login --idp IDP` again");
+    }
     let Some(file) = entry.identity_token_file.as_deref() else {
         bail!(
             "the cached token for {audience} has expired and cannot be renewed \
@@ -171,6 +202,7 @@ async fn login(
         identity,
         issuer,
         identity_token_file,
+        browser_login: false,
     })?;
     output::line(&format!(
         "Logged in to {audience} as {subject} until {}",
@@ -194,7 +226,7 @@ fn read_identity_token(path: &Path) -> anyhow::Result<String> {
 }
 
 /// The issuer named by the API's OIDC discovery document.
-async fn discover_issuer(api: &str) -> anyhow::Result<String> {
+pub(crate) async fn discover_issuer(api: &str) -> anyhow::Result<String> {
     #[derive(Deserialize)]
     struct Discovery {
         issuer: String,

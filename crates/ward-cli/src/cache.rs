@@ -35,6 +35,10 @@ pub struct Entry {
     /// came from stdin and cannot be read again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity_token_file: Option<PathBuf>,
+    /// The token came from a person's browser login (renewed by logging in
+    /// again, not by an exchange).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub browser_login: bool,
 }
 
 impl Entry {
@@ -219,6 +223,7 @@ mod tests {
             identity: "id".into(),
             issuer: "https://issuer".into(),
             identity_token_file: Some("/tmp/oidc".into()),
+            browser_login: false,
         }
     }
 

@@ -14,7 +14,9 @@ pub mod cache;
 pub mod client;
 pub mod groups;
 pub mod identities;
+pub mod login;
 mod output;
+pub mod people;
 pub mod registry;
 pub mod resource;
 pub mod role_bindings;
@@ -119,6 +121,15 @@ pub enum IamCommand {
     /// Who holds which role where: an identity, a role and a group.
     #[command(subcommand)]
     RoleBindings(role_bindings::RoleBindingsCommand),
+    /// An organization's own OIDC providers, through which its people log in.
+    #[command(subcommand)]
+    IdentityProviders(people::IdentityProvidersCommand),
+    /// Roles at the organization for the members of an identity provider's groups.
+    #[command(subcommand)]
+    ExternalGroupMappings(people::ExternalGroupMappingsCommand),
+    /// Invite codes that add whoever accepts them to a group with a role.
+    #[command(subcommand)]
+    Invites(people::InvitesCommand),
 }
 
 /// Runs an `ward iam` command. Its error is [`sanitize_error`]ed.
@@ -133,5 +144,8 @@ async fn iam(conn: &Connection, cmd: IamCommand) -> anyhow::Result<()> {
         IamCommand::Identities(c) => identities::run(&client, conn.output, c).await,
         IamCommand::Roles(c) => roles::run(&client, conn.output, c).await,
         IamCommand::RoleBindings(c) => role_bindings::run(&client, conn.output, c).await,
+        IamCommand::IdentityProviders(c) => people::run_identity_providers(&client, conn.output, c).await,
+        IamCommand::ExternalGroupMappings(c) => people::run_external_group_mappings(&client, conn.output, c).await,
+        IamCommand::Invites(c) => people::run_invites(&client, conn.output, c).await,
     }
 }

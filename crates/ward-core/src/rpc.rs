@@ -19,6 +19,9 @@ pub enum Kind {
     Tag,
     Advisory,
     AdvisoryEvent,
+    IdentityProvider,
+    GroupMapping,
+    GroupInvite,
 }
 
 impl Kind {
@@ -33,6 +36,9 @@ impl Kind {
             Kind::Tag => "registry.chainguard.dev/Tag",
             Kind::Advisory => "vulnerabilities.chainguard.dev/Advisory",
             Kind::AdvisoryEvent => "vulnerabilities.chainguard.dev/AdvisoryEvent",
+            Kind::IdentityProvider => "iam.chainguard.dev/IdentityProvider",
+            Kind::GroupMapping => "iam.chainguard.dev/ExternalGroupRoleMapping",
+            Kind::GroupInvite => "iam.chainguard.dev/GroupInvite",
         }
     }
 
@@ -46,6 +52,8 @@ impl Kind {
             Kind::Repo => RepoList,
             Kind::Tag => TagList,
             Kind::Advisory | Kind::AdvisoryEvent => AdvisoriesList,
+            Kind::IdentityProvider | Kind::GroupMapping => IamIdentityProvidersList,
+            Kind::GroupInvite => IamGroupInvitesList,
         }
     }
 }
@@ -79,6 +87,10 @@ impl Rule {
             Scope::Parent if matches!(self.kind, Kind::Tag) => (RepoList, Kind::Repo.type_name()),
             // Events are created in an advisory.
             Scope::Parent if matches!(self.kind, Kind::AdvisoryEvent) => (AdvisoriesList, Kind::Advisory.type_name()),
+            // Mappings are created in an identity provider.
+            Scope::Parent if matches!(self.kind, Kind::GroupMapping) => {
+                (IamIdentityProvidersList, Kind::IdentityProvider.type_name())
+            }
             Scope::Parent => (IamGroupsList, Kind::Group.type_name()),
             Scope::Resource | Scope::Unscoped => (self.kind.list_capability(), self.kind.type_name()),
         }
@@ -157,5 +169,28 @@ rules! {
     REVIEW_ADVISORY_EVENT = "Advisories.UpdateAdvisoryEvent (review)", AdvisoryEvent, AdvisoriesApprove, Resource;
     IMPORT_ADVISORIES = "Advisories.Import", Advisory, AdvisoriesCreate, Parent;
     IMPORT_ADVISORIES_UPDATE = "Advisories.Import (update)", Advisory, AdvisoriesUpdate, Parent;
+}
+}
+
+rules! {
+    /// Every rule for people: identity providers, their group mappings and
+    /// group invites. Creating (or updating) an identity provider, a mapping
+    /// or an invite also needs `role_bindings.create` where its role applies,
+    /// checked with [`CREATE_ROLE_BINDING`].
+    PEOPLE_RULES {
+    CREATE_IDENTITY_PROVIDER = "IdentityProvidersService.CreateIdentityProvider", IdentityProvider, IamIdentityProvidersCreate, Parent;
+    GET_IDENTITY_PROVIDER = "IdentityProvidersService.GetIdentityProvider", IdentityProvider, IamIdentityProvidersList, Resource;
+    LIST_IDENTITY_PROVIDERS = "IdentityProvidersService.ListIdentityProviders", IdentityProvider, IamIdentityProvidersList, Unscoped;
+    UPDATE_IDENTITY_PROVIDER = "IdentityProvidersService.UpdateIdentityProvider", IdentityProvider, IamIdentityProvidersUpdate, Resource;
+    DELETE_IDENTITY_PROVIDER = "IdentityProvidersService.DeleteIdentityProvider", IdentityProvider, IamIdentityProvidersDelete, Resource;
+    CREATE_GROUP_MAPPING = "ExternalGroupRoleMappingsService.CreateExternalGroupRoleMapping", GroupMapping, IamIdentityProvidersCreate, Parent;
+    GET_GROUP_MAPPING = "ExternalGroupRoleMappingsService.GetExternalGroupRoleMapping", GroupMapping, IamIdentityProvidersList, Resource;
+    LIST_GROUP_MAPPINGS = "ExternalGroupRoleMappingsService.ListExternalGroupRoleMappings", GroupMapping, IamIdentityProvidersList, Unscoped;
+    DELETE_GROUP_MAPPING = "ExternalGroupRoleMappingsService.DeleteExternalGroupRoleMapping", GroupMapping, IamIdentityProvidersDelete, Resource;
+    BATCH_DELETE_GROUP_MAPPINGS = "ExternalGroupRoleMappingsService.BatchDeleteExternalGroupRoleMappings", GroupMapping, IamIdentityProvidersDelete, Parent;
+    CREATE_GROUP_INVITE = "GroupInvitesService.CreateGroupInvite", GroupInvite, IamGroupInvitesCreate, Parent;
+    GET_GROUP_INVITE = "GroupInvitesService.GetGroupInvite", GroupInvite, IamGroupInvitesList, Resource;
+    LIST_GROUP_INVITES = "GroupInvitesService.ListGroupInvites", GroupInvite, IamGroupInvitesList, Unscoped;
+    DELETE_GROUP_INVITE = "GroupInvitesService.DeleteGroupInvite", GroupInvite, IamGroupInvitesDelete, Resource;
 }
 }

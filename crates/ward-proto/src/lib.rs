@@ -64,6 +64,13 @@ pub mod chainguard {
                 ));
             }
         }
+        /// Registration (joining a group with an invite code).
+        pub mod auth {
+            pub mod v1 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.auth.v1.rs"));
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.auth.v1.serde.rs"));
+            }
+        }
         /// The public advisory feed.
         pub mod advisory {
             pub mod v2 {
@@ -75,7 +82,7 @@ pub mod chainguard {
 }
 
 pub use chainguard::capabilities;
-pub use chainguard::platform::{advisory, common, iam, registry, vulnerabilities};
+pub use chainguard::platform::{advisory, auth, common, iam, registry, vulnerabilities};
 
 /// The encoded `FileDescriptorSet` of every served package, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));

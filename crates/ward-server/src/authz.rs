@@ -23,6 +23,9 @@ use crate::ward::Ward;
 /// How long a replica may act on grants it read from the database.
 pub const GRANTS_TTL: Duration = Duration::from_secs(2);
 
+/// Most session roles a token's `roles` claim is read for.
+pub const MAX_SESSION_ROLES: usize = 64;
+
 /// What an identity is granted, by group.
 #[derive(Debug, Default)]
 pub struct Grants {
@@ -37,6 +40,16 @@ impl Grants {
             *e = e.union(CapSet::from_storage(&caps));
         }
         Self { by_scope }
+    }
+
+    /// These grants with `rows` (scope, capabilities in storage form) added.
+    pub fn with(&self, rows: Vec<(String, String)>) -> Grants {
+        let mut by_scope = self.by_scope.clone();
+        for (scope, caps) in rows {
+            let e = by_scope.entry(scope).or_default();
+            *e = e.union(CapSet::from_storage(&caps));
+        }
+        Grants { by_scope }
     }
 
     /// Everything granted at `scope`: bindings there and at every ancestor.
@@ -125,6 +138,9 @@ impl Ward {
         } else {
             self.grants_of(&claims.sub).await?
         };
+        if !is_admin && let Some(roles) = &claims.roles {
+            grants = Arc::new(grants.with(self.session_grants(roles).await?));
+        }
         if !is_admin && (claims.scopes.is_some() || claims.cap.is_some()) {
             let caps = claims
                 .cap
@@ -149,9 +165,33 @@ impl Ward {
         Ok(g)
     }
 
+    /// What a login session's mapped roles grant: (scope, capabilities) rows.
+    /// A role deleted since the login grants nothing.
+    async fn session_grants(&self, roles: &[ward_auth::SessionRole]) -> Result<Vec<(String, String)>> {
+        let mut rows = Vec::with_capacity(roles.len());
+        for r in roles.iter().take(MAX_SESSION_ROLES) {
+            let caps = match self.session_role_caps.get(&r.role) {
+                Some(c) => c,
+                None => {
+                    let caps = match Uidp::parse("role", &r.role) {
+                        Ok(uid) => self.store.get_role(&uid).await?.map(|role| role.capabilities),
+                        Err(_) => None,
+                    };
+                    self.session_role_caps.insert(r.role.clone(), caps.clone());
+                    caps
+                }
+            };
+            if let Some(caps) = caps {
+                rows.push((r.scope.clone(), caps));
+            }
+        }
+        Ok(rows)
+    }
+
     /// Forgets cached grants after a role or binding change on this server.
     pub(crate) fn grants_changed(&self) {
         self.grants_cache.invalidate_all();
+        self.session_role_caps.invalidate_all();
     }
 
     /// The capabilities `caller` holds at `scope` (everything, for the admin).

@@ -53,6 +53,13 @@ pub struct ServerConfig {
     #[arg(long, env = "WARD_OSV_ECOSYSTEM", default_value = crate::ward::DEFAULT_OSV_ECOSYSTEM)]
     pub osv_ecosystem: String,
 
+    /// The server's secret key (32 bytes, base64): seals identity providers'
+    /// client secrets and signs invite codes. Replicas sharing a database
+    /// need the same key. Default: `<data-dir>/secret.key`, created on first
+    /// start.
+    #[arg(long, env = "WARD_SECRET_KEY", hide_env_values = true)]
+    pub secret_key: Option<String>,
+
     /// Development mode: print ready-to-paste `export` lines for the admin token.
     #[arg(long, env = "WARD_DEV")]
     pub dev: bool,
@@ -98,6 +105,7 @@ impl ServerConfig {
             max_blob_bytes: crate::ward::DEFAULT_MAX_BLOB_BYTES,
             public_advisories: Vec::new(),
             osv_ecosystem: crate::ward::DEFAULT_OSV_ECOSYSTEM.into(),
+            secret_key: None,
             dev: false,
             allow_org_creation: false,
             allow_insecure_issuers: false,
@@ -157,6 +165,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("registry_url", &self.registry_url)
             .field("blob_store", &self.blob_store)
             .field("max_blob_bytes", &self.max_blob_bytes)
+            .field("secret_key", &self.secret_key.as_ref().map(|_| "<redacted>"))
             .field("dev", &self.dev)
             .field("allow_org_creation", &self.allow_org_creation)
             .field("allow_insecure_issuers", &self.allow_insecure_issuers)

@@ -86,6 +86,17 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
         allow_insecure: config.allow_insecure_issuers,
     };
     ward.upstream = ward_auth::upstream::Upstream::new(policy, ward.clock.clone());
+    ward.secret = match &config.secret_key {
+        Some(text) => ward_auth::secret::ServerSecret::from_base64(text)
+            .map_err(|e| anyhow::anyhow!("--secret-key: {}", e.message()))?,
+        None => {
+            std::fs::create_dir_all(&config.data_dir)
+                .with_context(|| format!("creating {}", config.data_dir.display()))?;
+            let path = config.data_dir.join("secret.key");
+            ward_auth::secret::ServerSecret::load_or_create(&path)
+                .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?
+        }
+    };
     Ok(Arc::new(ward))
 }
 

@@ -56,6 +56,12 @@ pub struct Ward {
     pub api_url: String,
     /// Advisory imports in progress at once.
     pub(crate) import_permits: tokio::sync::Semaphore,
+    /// The server's secret key (never in the database): seals client secrets,
+    /// signs invite codes, seals login state.
+    pub secret: ward_auth::secret::ServerSecret,
+    /// Capabilities of roles held through login sessions, by role uid, for at
+    /// most `authz::GRANTS_TTL`.
+    pub(crate) session_role_caps: moka::sync::Cache<String, Option<String>>,
 }
 
 /// Default for [`Ward::osv_ecosystem`].
@@ -145,6 +151,11 @@ impl Ward {
             osv_ecosystem: DEFAULT_OSV_ECOSYSTEM.into(),
             api_url: audience_url,
             import_permits: tokio::sync::Semaphore::new(crate::rest::advisories::IMPORTS_AT_ONCE),
+            secret: ward_auth::secret::ServerSecret::random(),
+            session_role_caps: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(crate::authz::GRANTS_TTL)
+                .build(),
         })
     }
 

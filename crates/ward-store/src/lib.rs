@@ -18,6 +18,7 @@ use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
 pub mod advisories;
+pub mod people;
 pub mod postgres;
 pub mod registry;
 mod sql;
@@ -151,7 +152,9 @@ impl std::fmt::Debug for SigningKeyRecord {
 }
 
 #[async_trait]
-pub trait Store: registry::RegistryStore + advisories::AdvisoryStore + Send + Sync + 'static {
+pub trait Store:
+    registry::RegistryStore + advisories::AdvisoryStore + people::PeopleStore + Send + Sync + 'static
+{
     /// Whether the database answers (readiness).
     async fn ping(&self) -> Result<()>;
 
@@ -272,6 +275,9 @@ listed!(RoleRecord);
 listed!(HydratedBinding);
 listed!(registry::RepoRecord);
 listed!(registry::TagRecord);
+listed!(people::IdentityProviderRecord);
+listed!(people::GroupMappingRecord);
+listed!(people::GroupInviteRecord);
 
 impl Listed for advisories::AdvisoryRecord {
     fn uid(&self) -> &str {

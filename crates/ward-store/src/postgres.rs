@@ -22,6 +22,7 @@ use crate::{
 };
 
 mod advisories;
+mod people;
 mod registry;
 
 pub struct PostgresStore {
@@ -68,6 +69,27 @@ async fn bound_by(tx: &mut PgConnection, column: &str, uid: &str) -> Result<Vec<
     .await
     .map_err(|e| db_err("find bindings", e))?;
     Ok(rows.into_iter().map(|(u,)| u).collect())
+}
+
+fn insert_identity_sql() -> String {
+    format!("INSERT INTO identities ({IDENTITY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)")
+}
+
+type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+fn bind_identity<'q>(q: PgQuery<'q>, i: &'q IdentityRecord) -> PgQuery<'q> {
+    q.bind(&i.uid)
+        .bind(&i.parent_uid)
+        .bind(&i.name)
+        .bind(&i.description)
+        .bind(&i.company)
+        .bind(i.relationship_type)
+        .bind(&i.relationship)
+        .bind(&i.issuer)
+        .bind(&i.subject)
+        .bind(i.last_seen_time)
+        .bind(i.create_time)
+        .bind(i.update_time)
 }
 
 async fn insert_binding(tx: &mut PgConnection, b: &RoleBindingRecord) -> Result<()> {
@@ -321,6 +343,7 @@ impl Store for PostgresStore {
             ("repos", "repos"),
             ("advisories", "advisories"),
             ("identities", "identities"),
+            ("identity_providers", "identity providers"),
             ("roles", "roles"),
             ("role_bindings", "role bindings"),
         ] {
@@ -349,23 +372,9 @@ impl Store for PostgresStore {
     }
 
     async fn create_identity(&self, i: &IdentityRecord) -> Result<()> {
-        let sql = format!(
-            "INSERT INTO identities ({IDENTITY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
-        );
-        let insert = sqlx::query(&sql)
-            .bind(&i.uid)
-            .bind(&i.parent_uid)
-            .bind(&i.name)
-            .bind(&i.description)
-            .bind(&i.company)
-            .bind(i.relationship_type)
-            .bind(&i.relationship)
-            .bind(&i.issuer)
-            .bind(&i.subject)
-            .bind(i.last_seen_time)
-            .bind(i.create_time)
-            .bind(i.update_time);
-        self.insert_under_group(i.parent_uid.as_deref(), insert).await
+        let sql = insert_identity_sql();
+        self.insert_under_group(i.parent_uid.as_deref(), bind_identity(sqlx::query(&sql), i))
+            .await
     }
 
     async fn get_identity(&self, uid: &Uidp) -> Result<Option<IdentityRecord>> {

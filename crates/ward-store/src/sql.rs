@@ -298,3 +298,9 @@ where
     }
     q
 }
+pub const IDENTITY_PROVIDER_COLUMNS: &str =
+    "uid, parent_uid, name, description, default_role, issuer, oidc, client_secret, create_time, update_time";
+pub const GROUP_MAPPING_COLUMNS: &str = "uid, parent_uid, name, role_uid, scope, create_time, update_time";
+pub const GROUP_INVITE_COLUMNS: &str =
+    "uid, parent_uid, name, role_uid, email, expire_time, single_use, create_time, update_time";
+pub const PERSON_COLUMNS: &str = "identity_uid, identity_provider_uid, email, email_verified, display_name";

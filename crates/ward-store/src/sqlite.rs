@@ -39,6 +39,7 @@ use crate::{
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many
 /// have run. Version numbers match `migrations/postgres`.
 mod advisories;
+mod people;
 mod registry;
 
 const MIGRATIONS: &[&str] = &[
@@ -46,6 +47,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0002_iam.sql"),
     include_str!("../migrations/sqlite/0003_registry.sql"),
     include_str!("../migrations/sqlite/0004_advisories.sql"),
+    include_str!("../migrations/sqlite/0005_people.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
@@ -173,6 +175,28 @@ fn bound_by(c: &Connection, column: &str, uid: &str) -> rusqlite::Result<Vec<Str
     ))?
     .query_map([uid], |r| r.get(0))?
     .collect()
+}
+
+fn insert_identity(c: &Connection, i: &IdentityRecord) -> rusqlite::Result<usize> {
+    c.execute(
+        &format!(
+            "INSERT INTO identities ({IDENTITY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+        ),
+        params![
+            i.uid,
+            i.parent_uid,
+            i.name,
+            i.description,
+            i.company,
+            i.relationship_type,
+            i.relationship,
+            i.issuer,
+            i.subject,
+            i.last_seen_time,
+            i.create_time,
+            i.update_time
+        ],
+    )
 }
 
 fn insert_binding(c: &Connection, b: &RoleBindingRecord) -> rusqlite::Result<usize> {
@@ -550,6 +574,7 @@ impl Store for SqliteStore {
                 ("repos", "repos"),
                 ("advisories", "advisories"),
                 ("identities", "identities"),
+                ("identity_providers", "identity providers"),
                 ("roles", "roles"),
                 ("role_bindings", "role bindings"),
             ] {
@@ -585,13 +610,7 @@ impl Store for SqliteStore {
             {
                 return Ok(Err(Error::not_found(GROUP_TYPE, parent.clone())));
             }
-            tx.execute(
-                &format!("INSERT INTO identities ({IDENTITY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
-                params![
-                    i.uid, i.parent_uid, i.name, i.description, i.company, i.relationship_type, i.relationship,
-                    i.issuer, i.subject, i.last_seen_time, i.create_time, i.update_time
-                ],
-            )?;
+            insert_identity(&tx, &i)?;
             tx.commit()?;
             Ok(Ok(()))
         })

@@ -178,8 +178,14 @@ fn verb(rule: &Rule) -> Verb {
 
 fn collection(kind: Kind) -> &'static str {
     match kind {
-        Kind::Repo | Kind::Tag | Kind::Advisory | Kind::AdvisoryEvent => {
-            unreachable!("the registry and advisory matrices have files of their own")
+        Kind::Repo
+        | Kind::Tag
+        | Kind::Advisory
+        | Kind::AdvisoryEvent
+        | Kind::IdentityProvider
+        | Kind::GroupMapping
+        | Kind::GroupInvite => {
+            unreachable!("the registry, advisory and people matrices have files of their own")
         }
         Kind::Group => "groups",
         Kind::Identity => "identities",
@@ -204,8 +210,14 @@ fn matrix_grant() -> CapSet {
 /// A body creating a `kind` (`bystander` is the identity that bindings name).
 fn create_body(kind: Kind, name: &str, bystander: &str) -> Value {
     match kind {
-        Kind::Repo | Kind::Tag | Kind::Advisory | Kind::AdvisoryEvent => {
-            unreachable!("the registry and advisory matrices have files of their own")
+        Kind::Repo
+        | Kind::Tag
+        | Kind::Advisory
+        | Kind::AdvisoryEvent
+        | Kind::IdentityProvider
+        | Kind::GroupMapping
+        | Kind::GroupInvite => {
+            unreachable!("the registry, advisory and people matrices have files of their own")
         }
         Kind::Group => json!({ "name": name, "description": "made by the authz tests" }),
         Kind::Identity => json!({
@@ -226,8 +238,14 @@ fn create_body(kind: Kind, name: &str, bystander: &str) -> Value {
 /// An idempotent update of a `kind`.
 fn update_body(kind: Kind) -> Value {
     match kind {
-        Kind::Repo | Kind::Tag | Kind::Advisory | Kind::AdvisoryEvent => {
-            unreachable!("the registry and advisory matrices have files of their own")
+        Kind::Repo
+        | Kind::Tag
+        | Kind::Advisory
+        | Kind::AdvisoryEvent
+        | Kind::IdentityProvider
+        | Kind::GroupMapping
+        | Kind::GroupInvite => {
+            unreachable!("the registry, advisory and people matrices have files of their own")
         }
         Kind::RoleBinding => json!({ "roleUid": builtin_role("registry.pull").unwrap().uid() }),
         _ => json!({ "description": "updated by the authz tests" }),
@@ -387,8 +405,14 @@ async fn grpc_get(ch: &Channel, token: &str, kind: Kind, uid: &str) -> Result<St
     let uid = uid.to_owned();
     let ch = ch.clone();
     Ok(match kind {
-        Kind::Repo | Kind::Tag | Kind::Advisory | Kind::AdvisoryEvent => {
-            unreachable!("the registry and advisory matrices have files of their own")
+        Kind::Repo
+        | Kind::Tag
+        | Kind::Advisory
+        | Kind::AdvisoryEvent
+        | Kind::IdentityProvider
+        | Kind::GroupMapping
+        | Kind::GroupInvite => {
+            unreachable!("the registry, advisory and people matrices have files of their own")
         }
         Kind::Group => {
             GroupsServiceClient::with_interceptor(ch, b)
@@ -426,8 +450,14 @@ async fn grpc_total(ch: &Channel, token: &str, kind: Kind) -> Result<i64, Status
     let b = Bearer(token.to_owned());
     let ch = ch.clone();
     let total = match kind {
-        Kind::Repo | Kind::Tag | Kind::Advisory | Kind::AdvisoryEvent => {
-            unreachable!("the registry and advisory matrices have files of their own")
+        Kind::Repo
+        | Kind::Tag
+        | Kind::Advisory
+        | Kind::AdvisoryEvent
+        | Kind::IdentityProvider
+        | Kind::GroupMapping
+        | Kind::GroupInvite => {
+            unreachable!("the registry, advisory and people matrices have files of their own")
         }
         Kind::Group => {
             GroupsServiceClient::with_interceptor(ch, b)
@@ -528,8 +558,14 @@ impl Fixture {
 
     fn target(&self, kind: Kind) -> &str {
         match kind {
-            Kind::Repo | Kind::Tag | Kind::Advisory | Kind::AdvisoryEvent => {
-                unreachable!("the registry and advisory matrices have files of their own")
+            Kind::Repo
+            | Kind::Tag
+            | Kind::Advisory
+            | Kind::AdvisoryEvent
+            | Kind::IdentityProvider
+            | Kind::GroupMapping
+            | Kind::GroupInvite => {
+                unreachable!("the registry, advisory and people matrices have files of their own")
             }
             Kind::Group => &self.a,
             Kind::Identity => &self.target_identity,

@@ -569,6 +569,7 @@ async fn iam_uses_the_cached_token() {
                 identity: IDENTITY.into(),
                 issuer: fake.base.clone(),
                 identity_token_file: Some(user.oidc_file()),
+                browser_login: false,
             })
             .unwrap();
         let all = user
@@ -600,6 +601,7 @@ async fn iam_uses_the_cached_token() {
                 identity: IDENTITY.into(),
                 issuer: fake.base.clone(),
                 identity_token_file: Some(user.oidc_file()),
+                browser_login: false,
             })
             .unwrap();
         *fake.state.hand_out.lock().unwrap() = Some(s.token.clone());

@@ -406,6 +406,7 @@ async fn narrowed_tokens_cannot_create_organizations() {
                 scopes,
                 cap,
                 access: None,
+                roles: None,
             };
             s.ward().tokens.mint_grant(&grant).expect("mint").0
         };

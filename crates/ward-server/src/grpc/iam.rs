@@ -60,6 +60,22 @@ macro_rules! crud_service {
     };
 }
 
+/// A service whose every method is: authenticate, call the same-named service
+/// method with the request, map errors.
+macro_rules! plain_service {
+    ($server:path { $($method:ident($req:ty) -> $resp:ty;)* }) => {
+        #[tonic::async_trait]
+        impl $server for Iam {
+            $(
+                async fn $method(&self, req: Request<$req>) -> Result<Response<$resp>, Status> {
+                    let c = caller(&self.0, &req).await?;
+                    reply(self.0.$method(&c, req.into_inner()).await)
+                }
+            )*
+        }
+    };
+}
+
 macro_rules! iam_services {
     ($($version:ident),*) => {$(
         crud_service!(ward_proto::iam::$version::groups_service_server::GroupsService, Group, group,
@@ -80,7 +96,30 @@ macro_rules! iam_services {
             list_role_bindings(ListRoleBindingsRequest) -> ListRoleBindingsResponse,
             update_role_binding(UpdateRoleBindingRequest), delete_role_binding(DeleteRoleBindingRequest);
             batch_create_role_bindings(BatchCreateRoleBindingsRequest) -> BatchCreateRoleBindingsResponse);
+        crud_service!(ward_proto::iam::$version::identity_providers_service_server::IdentityProvidersService,
+            IdentityProvider, identity_provider,
+            create_identity_provider(CreateIdentityProviderRequest), get_identity_provider(GetIdentityProviderRequest),
+            list_identity_providers(ListIdentityProvidersRequest) -> ListIdentityProvidersResponse,
+            update_identity_provider(UpdateIdentityProviderRequest), delete_identity_provider(DeleteIdentityProviderRequest));
+        plain_service!(ward_proto::iam::$version::external_group_role_mappings_service_server::ExternalGroupRoleMappingsService {
+            create_external_group_role_mapping(CreateExternalGroupRoleMappingRequest) -> ExternalGroupRoleMapping;
+            get_external_group_role_mapping(GetExternalGroupRoleMappingRequest) -> ExternalGroupRoleMapping;
+            list_external_group_role_mappings(ListExternalGroupRoleMappingsRequest) -> ListExternalGroupRoleMappingsResponse;
+            delete_external_group_role_mapping(DeleteExternalGroupRoleMappingRequest) -> ();
+            batch_delete_external_group_role_mappings(BatchDeleteExternalGroupRoleMappingsRequest)
+                -> BatchDeleteExternalGroupRoleMappingsResponse;
+        });
+        plain_service!(ward_proto::iam::$version::group_invites_service_server::GroupInvitesService {
+            create_group_invite(CreateGroupInviteRequest) -> GroupInvite;
+            get_group_invite(GetGroupInviteRequest) -> GroupInvite;
+            list_group_invites(ListGroupInvitesRequest) -> ListGroupInvitesResponse;
+            delete_group_invite(DeleteGroupInviteRequest) -> ();
+        });
     )*};
 }
 
 iam_services!(v2, v2beta1);
+
+plain_service!(ward_proto::auth::v1::auth_server::Auth {
+    register(ward_proto::auth::v1::RegistrationRequest) -> ward_proto::auth::v1::Session;
+});

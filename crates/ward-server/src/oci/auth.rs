@@ -193,6 +193,7 @@ async fn token(State(ward): State<Arc<Ward>>, req: Request) -> Response {
         scopes: caller.claims.scopes.clone(),
         cap: Some(cap),
         access: Some(access),
+        roles: None,
     };
     let now = ward.clock.now_secs();
     match ward.tokens.mint_grant(&grant) {

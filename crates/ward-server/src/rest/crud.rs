@@ -19,6 +19,8 @@ use crate::ward::Ward;
 
 pub trait Resource: Send + Sync + 'static {
     type Msg: Serialize + DeserializeOwned + Send + 'static;
+    /// False for immutable resources: no PATCH route (405).
+    const UPDATABLE: bool = true;
 
     fn create(w: &Ward, c: &Caller, parent: String, msg: Self::Msg) -> impl Future<Output = Result<Self::Msg>> + Send;
     fn get(w: &Ward, c: &Caller, uid: String) -> impl Future<Output = Result<Self::Msg>> + Send;
@@ -78,10 +80,8 @@ async fn delete<R: Resource>(
 /// The `/{collection}/{*uid}` routes of `R`: POST creates under the path's
 /// parent; GET, PATCH and DELETE act on the path's uid.
 pub fn item_routes<R: Resource>() -> MethodRouter<Arc<Ward>> {
-    axum::routing::post(create::<R>)
-        .get(get::<R>)
-        .patch(update::<R>)
-        .delete(delete::<R>)
+    let r = axum::routing::post(create::<R>).get(get::<R>).delete(delete::<R>);
+    if R::UPDATABLE { r.patch(update::<R>) } else { r }
 }
 
 /// Registers `collection` (list + item routes) under every IAM version.

@@ -21,6 +21,8 @@ pub(crate) mod advisories;
 mod crud;
 mod groups;
 mod identities;
+mod login;
+mod people;
 mod registry;
 mod role_bindings;
 mod roles;
@@ -39,6 +41,8 @@ pub fn router(ward: Arc<Ward>, issuer_path: &str) -> axum::Router {
         .merge(role_bindings::routes())
         .merge(registry::routes())
         .merge(advisories::routes())
+        .merge(people::routes())
+        .merge(login::routes(issuer_path))
         .merge(crate::oci::routes())
         .merge(crate::oci::token_routes(issuer_path))
         .merge(system::routes(issuer_path))
@@ -97,7 +101,7 @@ pub async fn unimplemented_verbs(req: Request, next: axum::middleware::Next) -> 
 }
 
 /// Custom verbs that have routes of their own.
-const IMPLEMENTED_VERBS: &[&str] = &["lookupIdentity", "batchCreate"];
+const IMPLEMENTED_VERBS: &[&str] = &["lookupIdentity", "batchCreate", "batchDelete"];
 
 /// Largest unread request body that is drained so the connection stays
 /// usable (Go's net/http drains up to the same amount).

@@ -7,6 +7,7 @@ pub mod advisories;
 pub mod groups;
 pub mod identities;
 mod list;
+pub mod people;
 pub mod registry;
 pub mod role_bindings;
 pub mod roles;

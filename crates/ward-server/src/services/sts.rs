@@ -270,6 +270,7 @@ impl Ward {
             scopes,
             cap,
             access: None,
+            roles: None,
         };
         let (token, expiry_secs) = self.tokens.mint_grant(&grant)?;
         // Never hand out a token this server would itself refuse.

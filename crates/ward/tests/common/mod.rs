@@ -2,6 +2,9 @@
 //! storage backend, with an adjustable clock and a small JSON client.
 #![allow(dead_code)] // Each test binary uses a different part of the harness.
 
+pub mod browser;
+pub mod idp;
+
 use std::sync::Arc;
 
 use reqwest::{Method, StatusCode};

@@ -1,0 +1,144 @@
+//! Storage for people: identity providers and their group mappings, group
+//! invites, what a login told Ward about a person, and one-time values.
+
+use async_trait::async_trait;
+use ward_core::Result;
+use ward_core::listing::{ListQuery, Page};
+use ward_core::rpc::Kind;
+use ward_core::uidp::Uidp;
+
+use crate::{IdentityRecord, RoleBindingRecord};
+
+pub const IDENTITY_PROVIDER_TYPE: &str = Kind::IdentityProvider.type_name();
+pub const GROUP_MAPPING_TYPE: &str = Kind::GroupMapping.type_name();
+pub const GROUP_INVITE_TYPE: &str = Kind::GroupInvite.type_name();
+
+/// Most group mappings one identity provider may hold (a login reads them all).
+pub const MAX_MAPPINGS_PER_PROVIDER: usize = 1000;
+
+/// A stored identity provider. `oidc` is its OIDC configuration as proto3
+/// JSON without the client secret, which is kept sealed in `client_secret`.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct IdentityProviderRecord {
+    pub uid: String,
+    pub parent_uid: String,
+    pub name: String,
+    pub description: String,
+    pub default_role: String,
+    pub issuer: String,
+    pub oidc: String,
+    pub client_secret: Option<Vec<u8>>,
+    pub create_time: i64,
+    pub update_time: i64,
+}
+
+/// The fields an update sets; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct IdentityProviderPatch {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub default_role: Option<String>,
+    /// (issuer, OIDC JSON)
+    pub oidc: Option<(String, String)>,
+    /// `Some(None)` clears the secret (a public client).
+    pub client_secret: Option<Option<Vec<u8>>>,
+}
+
+/// A stored group mapping: `parent_uid` is the identity provider, `name` the
+/// external group id.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct GroupMappingRecord {
+    pub uid: String,
+    pub parent_uid: String,
+    pub name: String,
+    pub role_uid: String,
+    pub scope: String,
+    pub create_time: i64,
+    pub update_time: i64,
+}
+
+/// A stored invite: `name` is its key id.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct GroupInviteRecord {
+    pub uid: String,
+    pub parent_uid: String,
+    pub name: String,
+    pub role_uid: String,
+    pub email: String,
+    pub expire_time: i64,
+    pub single_use: bool,
+    pub create_time: i64,
+    pub update_time: i64,
+}
+
+/// What a person's last login said about them.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct PersonRecord {
+    pub identity_uid: String,
+    pub identity_provider_uid: String,
+    pub email: String,
+    pub email_verified: bool,
+    pub display_name: String,
+}
+
+#[async_trait]
+pub trait PeopleStore: Send + Sync {
+    /// Fails NOT_FOUND when the parent group does not exist.
+    async fn create_identity_provider(&self, r: &IdentityProviderRecord) -> Result<()>;
+    async fn get_identity_provider(&self, uid: &Uidp) -> Result<Option<IdentityProviderRecord>>;
+    /// The identity providers directly under a group (at most a few).
+    async fn identity_providers_of(&self, group: &Uidp) -> Result<Vec<IdentityProviderRecord>>;
+    async fn update_identity_provider(
+        &self,
+        uid: &Uidp,
+        p: &IdentityProviderPatch,
+        now_ms: i64,
+    ) -> Result<IdentityProviderRecord>;
+    /// Deletes it with its group mappings.
+    async fn delete_identity_provider(&self, uid: &Uidp) -> Result<()>;
+    async fn list_identity_providers(&self, q: &ListQuery) -> Result<Page<IdentityProviderRecord>>;
+
+    /// ALREADY_EXISTS for a repeat of (provider, group, role, scope); NOT_FOUND
+    /// when the provider or role is gone; FAILED_PRECONDITION past
+    /// [`MAX_MAPPINGS_PER_PROVIDER`].
+    async fn create_group_mapping(&self, r: &GroupMappingRecord) -> Result<()>;
+    async fn get_group_mapping(&self, uid: &Uidp) -> Result<Option<GroupMappingRecord>>;
+    /// Deletes those that exist, all at once; returns their uids.
+    async fn delete_group_mappings(&self, uids: &[String]) -> Result<Vec<String>>;
+    async fn list_group_mappings(&self, q: &ListQuery) -> Result<Page<GroupMappingRecord>>;
+    /// Every mapping of one identity provider.
+    async fn group_mappings_of(&self, provider: &str) -> Result<Vec<GroupMappingRecord>>;
+
+    /// Fails NOT_FOUND when the parent group does not exist.
+    async fn create_group_invite(&self, r: &GroupInviteRecord) -> Result<()>;
+    async fn get_group_invite(&self, uid: &Uidp) -> Result<Option<GroupInviteRecord>>;
+    async fn delete_group_invite(&self, uid: &Uidp) -> Result<()>;
+    async fn list_group_invites(&self, q: &ListQuery) -> Result<Page<GroupInviteRecord>>;
+    /// In one transaction: the invite must exist with `key_id` and not have
+    /// expired (NOT_FOUND, FAILED_PRECONDITION); binds `binding.identity_uid`
+    /// at the invite's group with its role unless already so bound; deletes a
+    /// single-use invite. Returns the invite as it was, and whether a binding
+    /// was added.
+    async fn accept_group_invite(
+        &self,
+        invite: &Uidp,
+        key_id: &str,
+        now_ms: i64,
+        binding: &RoleBindingRecord,
+    ) -> Result<(GroupInviteRecord, bool)>;
+
+    /// A login: creates the identity (and, if given, its first binding) unless
+    /// it exists, else marks it seen; records what the login said about the
+    /// person either way. Returns whether the identity was created.
+    async fn record_login(
+        &self,
+        identity: &IdentityRecord,
+        person: &PersonRecord,
+        first_binding: Option<&RoleBindingRecord>,
+        now_ms: i64,
+    ) -> Result<bool>;
+    async fn get_person(&self, identity_uid: &str) -> Result<Option<PersonRecord>>;
+
+    /// Records `id` as used until `expire_ms`; false when it already was.
+    async fn use_once(&self, id: &str, expire_ms: i64, now_ms: i64) -> Result<bool>;
+}

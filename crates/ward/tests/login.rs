@@ -1,0 +1,1122 @@
+//! Browser login for people, end to end: Ward as the OpenID Connect relying
+//! party of an organization's identity provider (an in-process [`TestIdp`]),
+//! handing a Ward token to the `ward` CLI's loopback listener, with PKCE on
+//! both legs.
+//!
+//! - the whole flow in headless Chromium with the real CLI waiting on its
+//!   loopback (skipped with a note when Chromium is not installed);
+//! - the CLI with the browser's part played over HTTP;
+//! - the flow over HTTP only, checking what a login makes: one root-level
+//!   identity per person, the IdP's default role bound on the first login
+//!   only, and the roles mapped from the person's groups held by that session
+//!   alone (never bound);
+//! - refusals: forged, tampered and replayed state; a wrong, unknown or
+//!   reused handoff; id_tokens wrong in one way each; non-loopback redirects;
+//!   a missing challenge; an unknown IdP.
+//!
+//! Servers run with `--dev`, so Ward may fetch the IdP over plain http on
+//! loopback. The HTTP-only flows carry the cookies Ward sets (if any) from
+//! `/oauth` to its callback, as a browser would.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use common::browser::Browser;
+use common::idp::{TestIdp, s256};
+use common::{TestServer, enc, is_hex, total_count, uid};
+use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::sync::mpsc;
+
+const IDPS: &str = "/iam/v2/identityProviders";
+const MAPPINGS: &str = "/iam/v2/externalGroupRoleMappings";
+const ID: &str = "/iam/v2/identities";
+const RB: &str = "/iam/v2/roleBindings";
+/// The loopback the HTTP-only flows give as the CLI's. Nothing listens there:
+/// those flows stop at Ward's redirect to it.
+const LOOPBACK: &str = "http://127.0.0.1:49152/callback";
+
+// ---------------------------------------------------------------------------
+// Servers and the organization's IdP
+
+/// One `--dev` server per backend.
+async fn dev_servers() -> Vec<TestServer> {
+    let mut v = Vec::new();
+    for db in ward_store::testing::backends().await {
+        v.push(TestServer::start_with(db, |c| c.dev = true).await);
+    }
+    v
+}
+
+fn role_uid(name: &str) -> String {
+    ward_core::capability::builtin_role(name)
+        .unwrap_or_else(|| panic!("no built-in role {name}"))
+        .uid()
+}
+
+/// A verified organization, made in the store (the API makes unverified
+/// ones; only a verified organization's name may stand for its IdP at
+/// `/oauth`). Its uid.
+async fn verified_org(s: &TestServer, name: &str) -> String {
+    use ward_core::clock::Clock as _;
+    let now = s.clock.now_millis();
+    let uid = ward_core::uidp::Uidp::new_root().as_str().to_owned();
+    let record = ward_store::GroupRecord {
+        uid: uid.clone(),
+        parent_uid: None,
+        name: name.to_owned(),
+        description: String::new(),
+        verified: true,
+        create_time: now,
+        update_time: now,
+    };
+    s.ward()
+        .store
+        .create_group(&record, None)
+        .await
+        .expect("a verified organization");
+    uid
+}
+
+/// A verified organization whose people log in at a [`TestIdp`]: default
+/// role `viewer`; the IdP group "eng" mapped to `editor`.
+struct Org {
+    uid: String,
+    name: String,
+    /// The identity provider's uid.
+    idp: String,
+    viewer: String,
+    editor: String,
+}
+
+async fn org_with_idp(s: &TestServer, idp: &TestIdp, name: &str) -> Org {
+    let org = verified_org(s, name).await;
+    let idp_uid = create_idp(s, idp, &org).await;
+    Org {
+        uid: org,
+        name: name.to_owned(),
+        idp: idp_uid,
+        viewer: role_uid("viewer"),
+        editor: role_uid("editor"),
+    }
+}
+
+/// An identity provider at `org` for `idp` (default role viewer, "eng"
+/// mapped to editor): its uid.
+async fn create_idp(s: &TestServer, idp: &TestIdp, org: &str) -> String {
+    let b = s.backend;
+    let (viewer, editor) = (role_uid("viewer"), role_uid("editor"));
+    let (status, created) = s
+        .post(
+            &format!("{IDPS}/{org}"),
+            json!({
+                "name": "corp-sso",
+                "defaultRole": viewer,
+                "oidc": {
+                    "issuer": idp.issuer,
+                    "clientId": idp.client_id,
+                    "clientSecret": idp.client_secret,
+                    "groupsClaim": "groups",
+                    "pkceEnabled": true,
+                    "additionalScopes": [],
+                },
+            }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "[{b}] create the identity provider: {created}");
+    assert!(
+        !created.to_string().contains(&idp.client_secret),
+        "[{b}] the client secret is never returned: {created}"
+    );
+    let idp_uid = uid(&created);
+    let (status, mapping) = s
+        .post(
+            &format!("{MAPPINGS}/{idp_uid}"),
+            json!({ "externalGroupId": "eng", "roleUid": editor }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "[{b}] map eng to editor: {mapping}");
+    idp_uid
+}
+
+// ---------------------------------------------------------------------------
+// HTTP without following redirects
+
+/// A response, redirects not followed.
+#[derive(Debug)]
+struct Reply {
+    status: StatusCode,
+    location: Option<String>,
+    /// `name=value` of each Set-Cookie.
+    cookies: Vec<String>,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// Whether it redirects to the CLI's loopback (a refusal never does).
+    fn hands_off(&self) -> bool {
+        self.location.as_deref().is_some_and(|l| l.starts_with(LOOPBACK))
+    }
+
+    /// The Location of a 302.
+    fn redirect(&self) -> Option<String> {
+        self.location.clone().filter(|_| self.status == StatusCode::FOUND)
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("http client")
+}
+
+async fn reply(req: reqwest::RequestBuilder) -> Reply {
+    let resp = req.send().await.expect("request sent");
+    let status = resp.status();
+    let location = resp
+        .headers()
+        .get(LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let cookies = resp
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|c| c.split(';').next())
+        .map(|c| c.trim().to_owned())
+        .collect();
+    let body = resp.text().await.unwrap_or_default();
+    Reply {
+        status,
+        location,
+        cookies,
+        body,
+    }
+}
+
+async fn get(url: &str) -> Reply {
+    get_with_cookies(url, &[]).await
+}
+
+async fn get_with_cookies(url: &str, cookies: &[String]) -> Reply {
+    let mut req = client().get(url);
+    if !cookies.is_empty() {
+        req = req.header(COOKIE, cookies.join("; "));
+    }
+    reply(req).await
+}
+
+fn form(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+async fn post_form(url: &str, pairs: &[(&str, &str)]) -> Reply {
+    let req = client()
+        .post(url)
+        .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(form(pairs));
+    reply(req).await
+}
+
+/// The query parameters of `url`.
+fn query(url: &str) -> HashMap<String, String> {
+    reqwest::Url::parse(url)
+        .map(|u| u.query_pairs().into_owned().collect())
+        .unwrap_or_default()
+}
+
+/// `url` with its `key` parameter set to `value`.
+fn with_param(url: &str, key: &str, value: &str) -> String {
+    let mut u = reqwest::Url::parse(url).expect("a URL");
+    let pairs: Vec<(String, String)> = u.query_pairs().into_owned().collect();
+    {
+        let mut q = u.query_pairs_mut();
+        q.clear();
+        for (k, v) in &pairs {
+            q.append_pair(k, if k == key { value } else { v.as_str() });
+        }
+    }
+    u.to_string()
+}
+
+/// `s` with one character near its middle changed.
+fn tamper(s: &str) -> String {
+    let mut chars: Vec<char> = s.chars().collect();
+    let mid = chars.len() / 2;
+    let i = (mid..chars.len())
+        .chain(0..mid)
+        .find(|&i| chars[i].is_ascii_alphanumeric())
+        .expect("an alphanumeric character");
+    // Letter to digit or digit to digit: a different value in any encoding
+    // (case-insensitive hex included).
+    chars[i] = if chars[i] == '0' { '1' } else { '0' };
+    chars.into_iter().collect()
+}
+
+/// The (unverified) claims of a JWT.
+fn claims(token: &str) -> Value {
+    let payload = token.split('.').nth(1).unwrap_or_else(|| panic!("not a JWT: {token}"));
+    let bytes = URL_SAFE_NO_PAD.decode(payload).expect("base64url claims");
+    serde_json::from_slice(&bytes).expect("JSON claims")
+}
+
+// ---------------------------------------------------------------------------
+// The login flow, step by step, as the CLI and the browser do it
+
+/// What the CLI picks for one login: a PKCE verifier and a state. `cookies`
+/// are what Ward set on `/oauth`, for the callback.
+struct Flow {
+    verifier: String,
+    challenge: String,
+    state: String,
+    cookies: Vec<String>,
+}
+
+impl Flow {
+    fn new() -> Self {
+        let verifier = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>()); // 43 characters
+        Self {
+            challenge: s256(&verifier),
+            state: URL_SAFE_NO_PAD.encode(rand::random::<[u8; 16]>()),
+            verifier,
+            cookies: Vec::new(),
+        }
+    }
+
+    /// Ward's `/oauth` URL that starts this flow at `idp_id`.
+    fn oauth_url(&self, s: &TestServer, idp_id: &str) -> String {
+        oauth_url(
+            s,
+            &[
+                ("idp_id", idp_id),
+                ("redirect", LOOPBACK),
+                ("state", &self.state),
+                ("code_challenge", &self.challenge),
+                ("code_challenge_method", "S256"),
+            ],
+        )
+    }
+}
+
+fn oauth_url(s: &TestServer, pairs: &[(&str, &str)]) -> String {
+    format!("{}/oauth?{}", s.base, form(pairs))
+}
+
+/// Step 1: Ward sends the browser to the IdP. Checks the authorization
+/// request it makes, keeps Ward's cookies in `flow`, and returns the
+/// request's URL.
+async fn begin(s: &TestServer, idp: &TestIdp, idp_id: &str, flow: &mut Flow) -> String {
+    let b = s.backend;
+    let r = get(&flow.oauth_url(s, idp_id)).await;
+    let to = r
+        .redirect()
+        .unwrap_or_else(|| panic!("[{b}] /oauth for {idp_id} redirects to the IdP: {r:?}"));
+    assert!(
+        to.starts_with(&format!("{}?", idp.authorize_endpoint())),
+        "[{b}] to the IdP's authorization endpoint: {to}"
+    );
+    let q = query(&to);
+    let param = |k: &str| q.get(k).map(String::as_str).unwrap_or_default();
+    assert_eq!(param("response_type"), "code", "[{b}] {to}");
+    assert_eq!(param("client_id"), idp.client_id, "[{b}] {to}");
+    assert_eq!(
+        param("redirect_uri"),
+        format!("{}/oauth/callback", s.base),
+        "[{b}] {to}"
+    );
+    assert!(param("scope").split(' ').any(|x| x == "openid"), "[{b}] scope: {to}");
+    assert!(!param("state").is_empty(), "[{b}] a state: {to}");
+    assert!(!param("nonce").is_empty(), "[{b}] a nonce: {to}");
+    assert_eq!(
+        param("code_challenge_method"),
+        "S256",
+        "[{b}] PKCE towards the IdP: {to}"
+    );
+    assert!(!param("code_challenge").is_empty(), "[{b}] PKCE towards the IdP: {to}");
+    flow.cookies = r.cookies;
+    to
+}
+
+/// Step 3: the browser arrives at Ward's callback (with the flow's cookies).
+async fn callback(url: &str, flow: &Flow) -> Reply {
+    get_with_cookies(url, &flow.cookies).await
+}
+
+/// The handoff code when `r` redirects to the CLI's loopback with the CLI's
+/// state.
+fn handoff(r: &Reply, flow: &Flow) -> Option<String> {
+    let to = r.redirect()?;
+    if !to.starts_with(&format!("{LOOPBACK}?")) {
+        return None;
+    }
+    let q = query(&to);
+    if q.get("state") != Some(&flow.state) {
+        return None;
+    }
+    q.get("code").filter(|c| !c.is_empty()).cloned()
+}
+
+/// Step 3, expected to succeed: the handoff code.
+async fn callback_ok(s: &TestServer, url: &str, flow: &Flow) -> String {
+    let r = callback(url, flow).await;
+    handoff(&r, flow).unwrap_or_else(|| {
+        panic!(
+            "[{}] the callback hands the CLI a code with its state at {LOOPBACK}: {r:?}",
+            s.backend
+        )
+    })
+}
+
+/// Steps 1–3 as `username` (in no groups): the handoff code.
+async fn handoff_code(s: &TestServer, idp: &TestIdp, org: &Org, flow: &mut Flow, username: &str) -> String {
+    let authorize = begin(s, idp, &org.idp, flow).await;
+    let url = idp.approve(&authorize, username, &[]).await;
+    callback_ok(s, &url, flow).await
+}
+
+/// Step 4: the CLI redeems the handoff code.
+async fn exchange(s: &TestServer, code: &str, verifier: &str) -> Reply {
+    let url = format!("{}/oauth/token", s.base);
+    let mut pairs = vec![("grant_type", "authorization_code"), ("code", code)];
+    if !verifier.is_empty() {
+        pairs.push(("code_verifier", verifier));
+    }
+    post_form(&url, &pairs).await
+}
+
+/// A whole login over HTTP as `username` in `groups`: the token response, or
+/// the status and body of the step that refused (502 for the IdP).
+async fn login_http(
+    s: &TestServer,
+    idp: &TestIdp,
+    idp_id: &str,
+    username: &str,
+    groups: &[&str],
+) -> Result<Value, (StatusCode, String)> {
+    let flow = Flow::new();
+    let r = get(&flow.oauth_url(s, idp_id)).await;
+    let Some(authorize) = r.redirect() else {
+        return Err((r.status, r.body));
+    };
+    let flow = Flow {
+        cookies: r.cookies,
+        ..flow
+    };
+    let url = idp
+        .try_approve(&authorize, username, groups)
+        .await
+        .map_err(|e| (StatusCode::BAD_GATEWAY, e))?;
+    let r = callback(&url, &flow).await;
+    let Some(code) = handoff(&r, &flow) else {
+        return Err((r.status, r.body));
+    };
+    let r = exchange(s, &code, &flow.verifier).await;
+    if r.status != StatusCode::OK {
+        return Err((r.status, r.body));
+    }
+    Ok(r.json())
+}
+
+/// [`login_http`], expected to succeed.
+async fn login_ok(s: &TestServer, idp: &TestIdp, idp_id: &str, username: &str, groups: &[&str]) -> Value {
+    login_http(s, idp, idp_id, username, groups)
+        .await
+        .unwrap_or_else(|(status, body)| panic!("[{}] {username} logs in at {idp_id}: {status}: {body}", s.backend))
+}
+
+/// Checks a token response; its token and the token's claims.
+fn token_of(b: &str, resp: &Value) -> (String, Value) {
+    let token = resp["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("[{b}] a token: {resp}"))
+        .to_owned();
+    assert!(
+        resp["expiry"]
+            .as_str()
+            .is_some_and(|e| chrono::DateTime::parse_from_rfc3339(e).is_ok()),
+        "[{b}] an RFC 3339 expiry: {resp}"
+    );
+    let c = claims(&token);
+    assert_eq!(
+        resp["identity"], c["sub"],
+        "[{b}] identity is the token's subject: {resp}"
+    );
+    (token, c)
+}
+
+/// A 400 `invalid_grant` from the token endpoint.
+fn assert_invalid_grant(b: &str, case: &str, r: &Reply) {
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] {case}: {r:?}");
+    assert_eq!(r.json()["error"], "invalid_grant", "[{b}] {case}: {r:?}");
+}
+
+// ---------------------------------------------------------------------------
+// What a login makes
+
+/// The uid of the person `subject` at `issuer` (whether or not they exist).
+async fn person_uid(s: &TestServer, issuer: &str, subject: &str) -> String {
+    let path = format!("{ID}:lookupIdentity?issuer={}&subject={}", enc(issuer), enc(subject));
+    let (status, body) = s.get(&path).await;
+    assert_eq!(status, StatusCode::OK, "[{}] lookupIdentity: {body}", s.backend);
+    body["uid"].as_str().expect("uid").to_owned()
+}
+
+/// Whether the person `subject` at `issuer` exists.
+async fn person_exists(s: &TestServer, issuer: &str, subject: &str) -> bool {
+    let path = format!("{ID}:lookupIdentity?issuer={}&subject={}", enc(issuer), enc(subject));
+    let (status, body) = s.get(&path).await;
+    if status == StatusCode::NOT_FOUND {
+        return false;
+    }
+    assert_eq!(status, StatusCode::OK, "[{}] lookupIdentity: {body}", s.backend);
+    let person = body["uid"].as_str().expect("uid");
+    let (status, body) = s.get(&format!("{ID}/{person}")).await;
+    if status == StatusCode::NOT_FOUND {
+        return false;
+    }
+    assert_eq!(status, StatusCode::OK, "[{}] get identity {person}: {body}", s.backend);
+    true
+}
+
+/// How many root-level identities there are.
+async fn root_identities(s: &TestServer) -> i64 {
+    let (status, page) = s.get(&format!("{ID}?uidp.in_root=true&page_size=1")).await;
+    assert_eq!(status, StatusCode::OK, "[{}] list identities: {page}", s.backend);
+    total_count(&page)
+}
+
+/// Every binding of `identity`, as sorted (group uid, role uid).
+async fn bindings_of(s: &TestServer, identity: &str) -> Vec<(String, String)> {
+    let (status, list) = s.get(&format!("{RB}?identity={identity}&page_size=100")).await;
+    assert_eq!(status, StatusCode::OK, "[{}] list bindings: {list}", s.backend);
+    let mut v: Vec<(String, String)> = list["roleBindings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|x| {
+            (
+                x["group"]["uid"].as_str().unwrap_or_default().to_owned(),
+                x["role"]["uid"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Something `editor` may do and `viewer` may not: create a repository.
+async fn create_repo_as(s: &TestServer, token: &str, org: &str, name: &str) -> (StatusCode, Value) {
+    s.call_as(
+        token,
+        Method::POST,
+        &format!("/registry/v2/repos/{org}"),
+        Some(json!({ "name": name })),
+    )
+    .await
+}
+
+/// After `username`'s first login, in the IdP group "eng", with `token`: the
+/// person exists at the root, holds one binding (the default role at the
+/// organization), and the session holds `editor` from the group. Their uid.
+async fn check_first_login(s: &TestServer, idp: &TestIdp, org: &Org, token: &str, username: &str) -> String {
+    let b = s.backend;
+    let subject = format!("user-{username}");
+    let person = person_uid(s, &idp.issuer, &subject).await;
+    assert!(is_hex(&person, 40), "[{b}] people are root-level identities: {person}");
+
+    let c = claims(token);
+    assert_eq!(c["sub"], person.as_str(), "[{b}] the token is the person's: {c}");
+    assert_eq!(
+        c["roles"],
+        json!([{ "scope": org.uid, "role": org.editor }]),
+        "[{b}] the session holds the role mapped from eng: {c}"
+    );
+
+    let (status, identity) = s.get(&format!("{ID}/{person}")).await;
+    assert_eq!(status, StatusCode::OK, "[{b}] the person exists: {identity}");
+    assert_eq!(identity["uid"], person.as_str(), "[{b}] {identity}");
+    assert_eq!(
+        identity["claimMatch"]["issuer"],
+        idp.issuer.as_str(),
+        "[{b}] {identity}"
+    );
+    assert_eq!(identity["claimMatch"]["subject"], subject.as_str(), "[{b}] {identity}");
+    // What the login said about the person is kept (in the store).
+    let kept = s
+        .ward()
+        .store
+        .get_person(&person)
+        .await
+        .expect("get_person")
+        .unwrap_or_else(|| panic!("[{b}] a person record for {person}"));
+    assert_eq!(kept.email, format!("{username}@example.com"), "[{b}] {kept:?}");
+    assert!(kept.email_verified, "[{b}] {kept:?}");
+    assert_eq!(kept.identity_provider_uid, org.idp, "[{b}] {kept:?}");
+
+    assert_eq!(
+        bindings_of(s, &person).await,
+        vec![(org.uid.clone(), org.viewer.clone())],
+        "[{b}] one binding: the default role at the organization (the mapped editor is not bound)"
+    );
+
+    let (status, body) = create_repo_as(s, token, &org.uid, "app").await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "[{b}] the session's editor role creates a repo: {body}"
+    );
+    person
+}
+
+/// After a later login of `person` with no groups (token response `resp`):
+/// the same identity, still one binding, no new identity, and no session
+/// roles, so no editor.
+async fn check_second_login(s: &TestServer, org: &Org, person: &str, resp: &Value, roots: i64) {
+    let b = s.backend;
+    let (token, c) = token_of(b, resp);
+    assert_eq!(c["sub"], person, "[{b}] the same person: {c}");
+    assert!(
+        c["roles"].is_null() || c["roles"] == json!([]),
+        "[{b}] no groups, no session roles: {c}"
+    );
+    assert_eq!(
+        bindings_of(s, person).await,
+        vec![(org.uid.clone(), org.viewer.clone())],
+        "[{b}] still exactly the one binding"
+    );
+    assert_eq!(root_identities(s).await, roots, "[{b}] no new identity");
+    let (status, body) = create_repo_as(s, &token, &org.uid, "app2").await;
+    assert!(
+        matches!(status.as_u16(), 403 | 404),
+        "[{b}] without eng the session is a viewer: {status} {body}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The CLI
+
+/// A person's terminal: their own `ward` config directory.
+struct Terminal {
+    dir: tempfile::TempDir,
+}
+
+impl Terminal {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    /// `ward <args>` against `s` with this terminal's config directory and
+    /// nothing else from the test's environment.
+    fn command(&self, s: &TestServer, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ward"));
+        cmd.args(args)
+            .env("WARD_CONFIG_DIR", self.dir.path().join("config"))
+            .env("WARD_API", &s.base)
+            .env_remove("WARD_TOKEN")
+            .env_remove("WARD_TOKEN_FILE")
+            .env_remove("WARD_ISSUER")
+            .env_remove("BROWSER")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// `ward auth login --no-browser --idp <idp_id>`, running.
+    fn start_login(&self, s: &TestServer, idp_id: &str) -> Login {
+        Login::spawn(self.command(s, &["auth", "login", "--no-browser", "--idp", idp_id]))
+    }
+
+    /// `ward auth token`: the cached token.
+    async fn token(&self, s: &TestServer) -> String {
+        let out = tokio::time::timeout(Duration::from_secs(60), self.command(s, &["auth", "token"]).output())
+            .await
+            .expect("ward auth token finished within 60s")
+            .expect("ward runs");
+        assert!(
+            out.status.success(),
+            "[{}] ward auth token: {}",
+            s.backend,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+}
+
+/// A running `ward auth login`, its stdout and stderr read line by line.
+struct Login {
+    child: tokio::process::Child,
+    lines: mpsc::UnboundedReceiver<String>,
+    readers: Vec<tokio::task::JoinHandle<()>>,
+    /// Everything it printed so far (both streams).
+    transcript: Arc<Mutex<String>>,
+}
+
+fn read_lines(
+    pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    tx: mpsc::UnboundedSender<String>,
+    transcript: Arc<Mutex<String>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(pipe).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            transcript.lock().unwrap().push_str(&format!("{line}\n"));
+            let _ = tx.send(line);
+        }
+    })
+}
+
+/// The login URL in a line the CLI printed.
+fn login_url_in(line: &str) -> Option<String> {
+    let start = line.find("http://")?;
+    let url = line[start..].split_whitespace().next()?;
+    let url = url.trim_end_matches(['.', ',', ')', '>', '"', '\'']);
+    if url.contains("/oauth?") {
+        Some(url.to_owned())
+    } else {
+        None
+    }
+}
+
+impl Login {
+    fn spawn(mut cmd: tokio::process::Command) -> Self {
+        let mut child = cmd.spawn().expect("ward runs");
+        let (tx, lines) = mpsc::unbounded_channel();
+        let transcript = Arc::new(Mutex::new(String::new()));
+        let readers = vec![
+            read_lines(
+                child.stdout.take().expect("stdout piped"),
+                tx.clone(),
+                transcript.clone(),
+            ),
+            read_lines(child.stderr.take().expect("stderr piped"), tx, transcript.clone()),
+        ];
+        Self {
+            child,
+            lines,
+            readers,
+            transcript,
+        }
+    }
+
+    fn transcript(&self) -> String {
+        self.transcript.lock().unwrap().clone()
+    }
+
+    /// The login URL it prints (within 30 s).
+    async fn url(&mut self) -> String {
+        let lines = &mut self.lines;
+        let found = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = lines.recv().await {
+                if let Some(url) = login_url_in(&line) {
+                    return Some(url);
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(url)) => url,
+            Ok(None) => panic!("ward auth login exited without a login URL:\n{}", self.transcript()),
+            Err(_) => panic!(
+                "ward auth login printed no login URL within 30s:\n{}",
+                self.transcript()
+            ),
+        }
+    }
+
+    /// Waits up to `timeout` for it to exit: its status, None if it still runs.
+    async fn exited(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let waited = tokio::time::timeout(timeout, self.child.wait()).await.ok()?;
+        Some(waited.expect("wait for ward"))
+    }
+
+    /// Waits (up to 60 s) for it to exit: its status and transcript.
+    async fn finish(mut self) -> (ExitStatus, String) {
+        let Some(status) = self.exited(Duration::from_secs(60)).await else {
+            let out = self.kill().await;
+            panic!("ward auth login did not finish within 60s:\n{out}")
+        };
+        for r in self.readers.drain(..) {
+            let _ = r.await;
+        }
+        (status, self.transcript())
+    }
+
+    /// Kills it: its transcript.
+    async fn kill(mut self) -> String {
+        let _ = self.child.kill().await;
+        for r in self.readers.drain(..) {
+            let _ = r.await;
+        }
+        self.transcript()
+    }
+}
+
+/// Plays the browser over HTTP from the CLI's login URL: Ward, the IdP as
+/// `username` in `groups`, Ward's callback, then the CLI's loopback. The
+/// loopback's reply, or the step that went wrong.
+async fn browse(url: &str, idp: &TestIdp, username: &str, groups: &[&str]) -> Result<Reply, String> {
+    let r = get(url).await;
+    let authorize = r.redirect().ok_or_else(|| format!("/oauth: {r:?}"))?;
+    let cookies = r.cookies;
+    let callback = idp.try_approve(&authorize, username, groups).await?;
+    let r = get_with_cookies(&callback, &cookies).await;
+    let loopback = r.redirect().ok_or_else(|| format!("callback: {r:?}"))?;
+    Ok(get(&loopback).await)
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+
+/// Headless Chromium, the real CLI and the IdP's login form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_login_end_to_end() {
+    let Some(browser) = Browser::start().await else {
+        eprintln!("note: browser_login_end_to_end skipped: no Chromium/chromedriver");
+        return;
+    };
+    for s in dev_servers().await {
+        browser_login_on(&s, &browser).await;
+    }
+}
+
+async fn browser_login_on(s: &TestServer, browser: &Browser) {
+    let b = s.backend;
+    let idp = TestIdp::start().await;
+    let org = org_with_idp(s, &idp, "acme").await;
+    let roots = root_identities(s).await;
+    let term = Terminal::new();
+
+    let mut login = term.start_login(s, &org.idp);
+    let url = login.url().await;
+    assert!(
+        url.starts_with(&format!("{}/oauth?", s.base)),
+        "[{b}] the login URL is Ward's /oauth: {url}"
+    );
+    let Some(loopback) = query(&url).get("redirect").cloned() else {
+        panic!(
+            "[{b}] no redirect in the login URL {url}; ward:\n{}",
+            login.kill().await
+        );
+    };
+    assert!(
+        loopback.starts_with("http://127.0.0.1:") || loopback.starts_with("http://[::1]:"),
+        "[{b}] the CLI listens on loopback: {loopback}"
+    );
+
+    // Ward sends the browser to the IdP, where the person signs in.
+    browser.goto(&url).await;
+    if let Err(at) = browser
+        .wait_for_url(|u| u.starts_with(&idp.authorize_endpoint()), Duration::from_secs(10))
+        .await
+    {
+        let page = browser.page_source().await;
+        panic!(
+            "[{b}] the browser is not at the IdP but at {at}:\n{page}\nward:\n{}",
+            login.kill().await
+        );
+    }
+    let field = browser.find_css("#username").await;
+    browser.send_keys(&field, "alice").await;
+    let field = browser.find_css("#groups").await;
+    browser.send_keys(&field, "eng").await;
+    let button = browser.find_css("#login").await;
+    browser.click(&button).await;
+    // Back through Ward to the CLI's loopback, which then exits: only the
+    // browser can have brought it the code.
+    if login.exited(Duration::from_secs(60)).await.is_none() {
+        let at = browser.current_url().await;
+        let page = browser.page_source().await;
+        panic!(
+            "[{b}] ward auth login still waits; the browser is at {at}:\n{page}\nward:\n{}",
+            login.kill().await
+        );
+    }
+    let (status, out) = login.finish().await;
+    assert!(status.success(), "[{b}] ward auth login: {status}:\n{out}");
+    let alice = person_uid(s, &idp.issuer, "user-alice").await;
+    assert!(
+        out.contains(&format!("Logged in as {alice}")),
+        "[{b}] ward auth login names the person {alice}:\n{out}"
+    );
+
+    // The cached token is the person's, with the session's editor role.
+    let token = term.token(s).await;
+    assert_eq!(check_first_login(s, &idp, &org, &token, "alice").await, alice);
+    assert_eq!(root_identities(s).await, roots + 1, "[{b}] one new person");
+
+    // Again (without the browser), no longer in eng.
+    let resp = login_ok(s, &idp, &org.idp, "alice", &[]).await;
+    check_second_login(s, &org, &alice, &resp, roots + 1).await;
+}
+
+/// The real CLI, with the browser's part played over HTTP (runs without
+/// Chromium); the IdP named by its organization's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_login_with_http_browser() {
+    for s in dev_servers().await {
+        let b = s.backend;
+        let idp = TestIdp::start().await;
+        let org = org_with_idp(&s, &idp, "acme").await;
+        let term = Terminal::new();
+
+        let mut login = term.start_login(&s, &org.name);
+        let url = login.url().await;
+        let r = match browse(&url, &idp, "bob", &["eng"]).await {
+            Ok(r) => r,
+            Err(e) => panic!("[{b}] browsing {url}: {e}\nward:\n{}", login.kill().await),
+        };
+        assert!(
+            r.status.is_success() || r.status.is_redirection(),
+            "[{b}] the CLI's loopback answers the browser: {r:?}"
+        );
+        let (status, out) = login.finish().await;
+        assert!(status.success(), "[{b}] ward auth login: {status}:\n{out}");
+        let bob = person_uid(&s, &idp.issuer, "user-bob").await;
+        assert!(out.contains(&format!("Logged in as {bob}")), "[{b}] {out}");
+
+        let token = term.token(&s).await;
+        check_first_login(&s, &idp, &org, &token, "bob").await;
+    }
+}
+
+/// The flow over HTTP: the requests Ward makes on each leg, and what the first
+/// and a later login make.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_login_end_to_end() {
+    for s in dev_servers().await {
+        let b = s.backend;
+        let idp = TestIdp::start().await;
+        let org = org_with_idp(&s, &idp, "acme").await;
+        let roots = root_identities(&s).await;
+
+        let mut flow = Flow::new();
+        let authorize = begin(&s, &idp, &org.idp, &mut flow).await;
+        let url = idp.approve(&authorize, "alice", &["eng", "unmapped"]).await;
+        assert!(
+            url.starts_with(&format!("{}/oauth/callback?", s.base)),
+            "[{b}] the IdP sends the browser to Ward's callback: {url}"
+        );
+        let code = callback_ok(&s, &url, &flow).await;
+        let sent = idp.last_token_request().expect("Ward redeemed the IdP's code");
+        assert_eq!(
+            sent.get("code_verifier").map(String::as_str).map(s256),
+            query(&authorize).get("code_challenge").cloned(),
+            "[{b}] Ward proves PKCE to the IdP: {sent:?}"
+        );
+        assert_eq!(idp.token_hits(), 1, "[{b}] one token request");
+
+        let r = exchange(&s, &code, &flow.verifier).await;
+        assert_eq!(r.status, StatusCode::OK, "[{b}] the handoff: {r:?}");
+        let (token, _) = token_of(b, &r.json());
+        let alice = check_first_login(&s, &idp, &org, &token, "alice").await;
+        assert_eq!(root_identities(&s).await, roots + 1, "[{b}] one new person");
+
+        // Again, at the organization's name, no longer in eng.
+        let resp = login_ok(&s, &idp, &org.name, "alice", &[]).await;
+        check_second_login(&s, &org, &alice, &resp, roots + 1).await;
+    }
+}
+
+/// Each way a login can go wrong is refused, and refused without handing the
+/// CLI a code or creating anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals() {
+    for s in dev_servers().await {
+        refusals_on(&s).await;
+    }
+}
+
+async fn refusals_on(s: &TestServer) {
+    let b = s.backend;
+    let idp = TestIdp::start().await;
+    let org = org_with_idp(s, &idp, "acme").await;
+
+    // A state Ward never issued.
+    let forged = format!(
+        "{}/oauth/callback?code=anything&state={}",
+        s.base,
+        URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>())
+    );
+    let r = get(&forged).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] a forged state: {r:?}");
+    assert!(!r.hands_off(), "[{b}] a forged state: {r:?}");
+
+    // One real flow: a tampered copy of its state is refused before the IdP
+    // is asked; the real callback hands off once; its replay is refused.
+    let mut flow = Flow::new();
+    let authorize = begin(s, &idp, &org.idp, &mut flow).await;
+    let url = idp.approve(&authorize, "mallory", &[]).await;
+    let state = query(&url).get("state").cloned().expect("the IdP returns the state");
+    let hits = idp.token_hits();
+    let r = callback(&with_param(&url, "state", &tamper(&state)), &flow).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] a tampered state: {r:?}");
+    assert!(!r.hands_off(), "[{b}] a tampered state: {r:?}");
+    assert_eq!(
+        idp.token_hits(),
+        hits,
+        "[{b}] a bad state is refused before the code is redeemed"
+    );
+    let code = callback_ok(s, &url, &flow).await;
+    let r = callback(&url, &flow).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] the callback replayed: {r:?}");
+    assert!(!r.hands_off(), "[{b}] the callback replayed: {r:?}");
+
+    // The handoff code: once, with the right verifier.
+    let r = exchange(s, &code, &flow.verifier).await;
+    assert_eq!(r.status, StatusCode::OK, "[{b}] the handoff: {r:?}");
+    token_of(b, &r.json());
+    let r = exchange(s, &code, &flow.verifier).await;
+    assert_invalid_grant(b, "the handoff code reused", &r);
+
+    // A wrong verifier, no verifier, an unknown code.
+    let mut flow = Flow::new();
+    let code = handoff_code(s, &idp, &org, &mut flow, "mallory").await;
+    let r = exchange(s, &code, &Flow::new().verifier).await;
+    assert_invalid_grant(b, "a wrong PKCE verifier", &r);
+    let mut flow = Flow::new();
+    let code = handoff_code(s, &idp, &org, &mut flow, "mallory").await;
+    let r = exchange(s, &code, "").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] no PKCE verifier: {r:?}");
+    let r = exchange(s, "not-a-code", &flow.verifier).await;
+    assert_invalid_grant(b, "an unknown handoff code", &r);
+
+    // id_tokens wrong in one way each.
+    let roots = root_identities(s).await;
+    idp.set_issuer_claim(Some("https://other-idp.example.com".into()));
+    refused_id_token(s, &idp, &org, "an id_token from another issuer", "eve-iss").await;
+    assert!(
+        !person_exists(s, "https://other-idp.example.com", "user-eve-iss").await,
+        "[{b}] nobody for the other issuer either"
+    );
+    idp.reset_knobs();
+    idp.set_audience_claim(Some("another-client".into()));
+    refused_id_token(s, &idp, &org, "an id_token for another client", "eve-aud").await;
+    idp.reset_knobs();
+    idp.set_nonce_claim(Some("not-the-nonce".into()));
+    refused_id_token(s, &idp, &org, "an id_token with another nonce", "eve-nonce").await;
+    idp.reset_knobs();
+    idp.set_sign_with_other_key(true);
+    refused_id_token(
+        s,
+        &idp,
+        &org,
+        "an id_token signed with a key not in the JWKS",
+        "eve-key",
+    )
+    .await;
+    idp.reset_knobs();
+    assert_eq!(
+        root_identities(s).await,
+        roots,
+        "[{b}] no identity from a refused id_token"
+    );
+    // Honest again, the same IdP works: the refusals were the tokens'.
+    login_ok(s, &idp, &org.idp, "eve", &[]).await;
+
+    // Redirects that are not http to a loopback host: refused at once.
+    for redirect in [
+        "https://evil.example/cb",
+        "http://10.0.0.1/cb",
+        "http://127.0.0.1.evil.example/cb",
+        "http://127.0.0.1@evil.example/cb",
+        "http://localhost.evil.example/cb",
+    ] {
+        let flow = Flow::new();
+        let url = oauth_url(
+            s,
+            &[
+                ("idp_id", &org.idp),
+                ("redirect", redirect),
+                ("state", &flow.state),
+                ("code_challenge", &flow.challenge),
+                ("code_challenge_method", "S256"),
+            ],
+        );
+        let r = get(&url).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] redirect={redirect}: {r:?}");
+        assert_eq!(r.location, None, "[{b}] redirect={redirect}: no redirect at all");
+    }
+
+    // No PKCE challenge from the CLI, or one that is not a S256 digest.
+    let flow = Flow::new();
+    for (case, challenge) in [
+        ("no code_challenge", None),
+        ("a malformed code_challenge", Some("short")),
+    ] {
+        let mut pairs = vec![
+            ("idp_id", org.idp.as_str()),
+            ("redirect", LOOPBACK),
+            ("state", flow.state.as_str()),
+        ];
+        if let Some(c) = challenge {
+            pairs.push(("code_challenge", c));
+            pairs.push(("code_challenge_method", "S256"));
+        }
+        let r = get(&oauth_url(s, &pairs)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] {case}: {r:?}");
+        assert_eq!(r.location, None, "[{b}] {case}: no redirect");
+    }
+
+    // An IdP that does not exist, and an unverified organization's name
+    // (anyone allowed to create organizations could take a name).
+    let unverified = uid(&s.create_group(None, "unverified").await);
+    create_idp(s, &TestIdp::start().await, &unverified).await;
+    for idp_id in [tamper(&org.idp), "no-such-org".to_owned(), "unverified".to_owned()] {
+        let r = get(&Flow::new().oauth_url(s, &idp_id)).await;
+        assert!(
+            matches!(r.status.as_u16(), 400 | 404),
+            "[{b}] unknown idp_id {idp_id}: {r:?}"
+        );
+        assert_eq!(r.location, None, "[{b}] unknown idp_id {idp_id}: no redirect");
+    }
+}
+
+/// With the IdP's id_tokens made wrong (by a knob set beforehand), a login as
+/// `username` is refused at Ward's callback, after Ward redeemed the code,
+/// without a handoff or a new identity.
+async fn refused_id_token(s: &TestServer, idp: &TestIdp, org: &Org, case: &str, username: &str) {
+    let b = s.backend;
+    let mut flow = Flow::new();
+    let authorize = begin(s, idp, &org.idp, &mut flow).await;
+    let url = idp.approve(&authorize, username, &["eng"]).await;
+    let hits = idp.token_hits();
+    let r = callback(&url, &flow).await;
+    assert!(
+        matches!(r.status.as_u16(), 400 | 401),
+        "[{b}] {case}: the callback refuses: {r:?}"
+    );
+    assert!(!r.hands_off(), "[{b}] {case}: nothing for the CLI: {r:?}");
+    assert_eq!(
+        idp.token_hits(),
+        hits + 1,
+        "[{b}] {case}: Ward redeemed the code at the IdP"
+    );
+    assert!(
+        !person_exists(s, &idp.issuer, &format!("user-{username}")).await,
+        "[{b}] {case}: no identity created"
+    );
+}
