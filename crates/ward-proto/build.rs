@@ -77,6 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ".chainguard.platform.vulnerabilities.v1",
             ".chainguard.platform.advisory.v2",
             ".chainguard.platform.auth.v1",
+            ".chainguard.platform.ping.v2",
         ])?;
     Ok(())
 }

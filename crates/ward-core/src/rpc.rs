@@ -194,3 +194,13 @@ rules! {
     DELETE_GROUP_INVITE = "GroupInvitesService.DeleteGroupInvite", GroupInvite, IamGroupInvitesDelete, Resource;
 }
 }
+
+rules! {
+    /// Terms acceptances and requests to join, at a group. LookupGroup,
+    /// CheckEligibility and RequestGroupAccess need authentication only.
+    DIRECTORY_RULES {
+    ACCEPT_TERMS = "TermsService.AcceptTerms", Group, TermsAccept, Resource;
+    LIST_TERMS_ACCEPTANCES = "TermsService.ListTermsAcceptances", Group, TermsList, Resource;
+    LIST_GROUP_ACCESS_REQUESTS = "GroupsService.ListGroupAccessRequests", Group, IamRoleBindingsCreate, Resource;
+}
+}

@@ -71,6 +71,13 @@ pub mod chainguard {
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.auth.v1.serde.rs"));
             }
         }
+        /// Liveness, without authentication.
+        pub mod ping {
+            pub mod v2 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.ping.v2.rs"));
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.ping.v2.serde.rs"));
+            }
+        }
         /// The public advisory feed.
         pub mod advisory {
             pub mod v2 {
@@ -82,7 +89,7 @@ pub mod chainguard {
 }
 
 pub use chainguard::capabilities;
-pub use chainguard::platform::{advisory, auth, common, iam, registry, vulnerabilities};
+pub use chainguard::platform::{advisory, auth, common, iam, ping, registry, vulnerabilities};
 
 /// The encoded `FileDescriptorSet` of every served package, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));

@@ -240,6 +240,28 @@ pub async fn rotate_key(config: &ServerConfig) -> anyhow::Result<String> {
 
 /// `ward admin token`: a fresh admin token straight from the database, for
 /// the URLs the server on that database last started with (flags override).
+/// Marks an organization verified with its email domains (`ward admin
+/// verify-org`): people whose login email is at one of them can look it up
+/// and ask to join, and its name can stand for its identity provider at login.
+pub async fn verify_org(config: &ServerConfig, org: &str, domains: &[String]) -> anyhow::Result<Vec<String>> {
+    let uid = ward_core::uidp::Uidp::parse("org", org).map_err(|e| anyhow::anyhow!("{}", e.message()))?;
+    anyhow::ensure!(uid.is_root(), "{org} is not an organization (a root group)");
+    let mut normalized = Vec::new();
+    for d in domains {
+        let n = services::people::directory::normalize_domain(d)
+            .ok_or_else(|| anyhow::anyhow!("--domain {d}: not a domain name like example.com"))?;
+        normalized.push(n);
+    }
+    let store = ward_store::open(&config.database_url())
+        .await
+        .context("opening the database")?;
+    store
+        .verify_org(&uid, &normalized)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.message()))?;
+    Ok(normalized)
+}
+
 pub async fn admin_token(config: &ServerConfig) -> anyhow::Result<String> {
     let mut config = config.clone();
     if config.issuer_url.is_none() || config.api_url.is_none() {

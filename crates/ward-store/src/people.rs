@@ -81,6 +81,28 @@ pub struct PersonRecord {
     pub display_name: String,
 }
 
+/// A terms acceptance.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct TermsRecord {
+    pub group_uid: String,
+    pub doc_id: String,
+    pub accepted_by: String,
+    pub create_time: i64,
+}
+
+/// A request to join a group.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct AccessRequestRecord {
+    pub group_uid: String,
+    pub identity_uid: String,
+    pub email: String,
+    pub create_time: i64,
+}
+
+/// Most rows the directory reads return (terms acceptances across a group's
+/// ancestry, access requests of a group).
+pub const MAX_DIRECTORY_ROWS: usize = 1000;
+
 #[async_trait]
 pub trait PeopleStore: Send + Sync {
     /// Fails NOT_FOUND when the parent group does not exist.
@@ -138,6 +160,22 @@ pub trait PeopleStore: Send + Sync {
         now_ms: i64,
     ) -> Result<bool>;
     async fn get_person(&self, identity_uid: &str) -> Result<Option<PersonRecord>>;
+
+    /// Marks an organization verified and its email domains as its own (a
+    /// domain moves from any organization that had it). NOT_FOUND when the
+    /// group does not exist.
+    async fn verify_org(&self, group: &Uidp, domains: &[String]) -> Result<()>;
+    /// The verified organization of an email domain.
+    async fn org_of_domain(&self, domain: &str) -> Result<Option<String>>;
+    /// Records acceptances (repeats are kept once). NOT_FOUND without the group.
+    async fn accept_terms(&self, group: &Uidp, doc_ids: &[String], by: &str, now_ms: i64) -> Result<()>;
+    /// Acceptances recorded at any of `groups`, newest first, at most
+    /// [`MAX_DIRECTORY_ROWS`].
+    async fn terms_acceptances(&self, groups: &[String]) -> Result<Vec<TermsRecord>>;
+    /// Records a request to join (a repeat keeps the first); false if it existed.
+    async fn request_access(&self, r: &AccessRequestRecord) -> Result<bool>;
+    /// A group's requests to join, oldest first, at most [`MAX_DIRECTORY_ROWS`].
+    async fn access_requests(&self, group: &str) -> Result<Vec<AccessRequestRecord>>;
 
     /// Records `id` as used until `expire_ms`; false when it already was.
     async fn use_once(&self, id: &str, expire_ms: i64, now_ms: i64) -> Result<bool>;

@@ -48,6 +48,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0003_registry.sql"),
     include_str!("../migrations/sqlite/0004_advisories.sql"),
     include_str!("../migrations/sqlite/0005_people.sql"),
+    include_str!("../migrations/sqlite/0006_directory.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \

@@ -72,6 +72,19 @@ enum AdminCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Mark an organization verified, with the email domains it owns: people
+    /// logging in with a verified email there can find it and ask to join,
+    /// and `ward auth login --idp <its name>` finds its identity provider.
+    VerifyOrg {
+        #[command(flatten)]
+        config: ward_server::ServerConfig,
+        /// The organization's uid.
+        #[arg(long)]
+        org: String,
+        /// An email domain it owns (repeatable).
+        #[arg(long = "domain", value_name = "DOMAIN")]
+        domains: Vec<String>,
+    },
 }
 
 fn init_logging() {
@@ -112,6 +125,11 @@ async fn main() -> std::process::ExitCode {
         Command::Admin(AdminCommand::RotateKey(config)) => ward_server::rotate_key(&config)
             .await
             .map(|kid| println!("added signing key {kid}")),
+        Command::Admin(AdminCommand::VerifyOrg { config, org, domains }) => {
+            ward_server::verify_org(&config, &org, &domains).await.map(|d| {
+                println!("verified {org} with domains [{}]", d.join(", "));
+            })
+        }
         Command::Admin(AdminCommand::Gc { config, grace, dry_run }) => {
             ward_server::gc(&config, grace, dry_run).await.map(|r| {
                 let verb = if dry_run { "would delete" } else { "deleted" };

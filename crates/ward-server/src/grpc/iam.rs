@@ -81,7 +81,11 @@ macro_rules! iam_services {
         crud_service!(ward_proto::iam::$version::groups_service_server::GroupsService, Group, group,
             create_group(CreateGroupRequest), get_group(GetGroupRequest),
             list_groups(ListGroupsRequest) -> ListGroupsResponse,
-            update_group(UpdateGroupRequest), delete_group(DeleteGroupRequest));
+            update_group(UpdateGroupRequest), delete_group(DeleteGroupRequest);
+            lookup_group(LookupGroupRequest) -> LookupGroupResponse;
+            check_eligibility(CheckEligibilityRequest) -> CheckEligibilityResponse;
+            request_group_access(RequestGroupAccessRequest) -> RequestGroupAccessResponse;
+            list_group_access_requests(ListGroupAccessRequestsRequest) -> ListGroupAccessRequestsResponse);
         crud_service!(ward_proto::iam::$version::identities_service_server::IdentitiesService, Identity, identity,
             create_identity(CreateIdentityRequest), get_identity(GetIdentityRequest),
             list_identities(ListIdentitiesRequest) -> ListIdentitiesResponse,
@@ -109,6 +113,10 @@ macro_rules! iam_services {
             batch_delete_external_group_role_mappings(BatchDeleteExternalGroupRoleMappingsRequest)
                 -> BatchDeleteExternalGroupRoleMappingsResponse;
         });
+        plain_service!(ward_proto::iam::$version::terms_service_server::TermsService {
+            accept_terms(AcceptTermsRequest) -> AcceptTermsResponse;
+            list_terms_acceptances(ListTermsAcceptancesRequest) -> ListTermsAcceptancesResponse;
+        });
         plain_service!(ward_proto::iam::$version::group_invites_service_server::GroupInvitesService {
             create_group_invite(CreateGroupInviteRequest) -> GroupInvite;
             get_group_invite(GetGroupInviteRequest) -> GroupInvite;
@@ -123,3 +131,19 @@ iam_services!(v2, v2beta1);
 plain_service!(ward_proto::auth::v1::auth_server::Auth {
     register(ward_proto::auth::v1::RegistrationRequest) -> ward_proto::auth::v1::Session;
 });
+
+/// `PingService`: no authentication.
+#[derive(Clone)]
+pub struct Ping;
+
+#[tonic::async_trait]
+impl ward_proto::ping::v2::ping_service_server::PingService for Ping {
+    async fn ping(
+        &self,
+        _req: Request<ward_proto::ping::v2::PingRequest>,
+    ) -> Result<Response<ward_proto::ping::v2::PingResponse>, Status> {
+        Ok(Response::new(ward_proto::ping::v2::PingResponse {
+            response: "pong".into(),
+        }))
+    }
+}

@@ -91,6 +91,8 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
         v2::identity_providers_service_server::IdentityProvidersServiceServer<iam::Iam>,
         v2::external_group_role_mappings_service_server::ExternalGroupRoleMappingsServiceServer<iam::Iam>,
         v2::group_invites_service_server::GroupInvitesServiceServer<iam::Iam>,
+        v2::terms_service_server::TermsServiceServer<iam::Iam>,
+        v2beta1::terms_service_server::TermsServiceServer<iam::Iam>,
         v2beta1::identity_providers_service_server::IdentityProvidersServiceServer<iam::Iam>,
         v2beta1::external_group_role_mappings_service_server::ExternalGroupRoleMappingsServiceServer<iam::Iam>,
         v2beta1::group_invites_service_server::GroupInvitesServiceServer<iam::Iam>,
@@ -99,6 +101,11 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
         v2beta1::identities_service_server::IdentitiesServiceServer<iam::Iam>,
         v2beta1::roles_service_server::RolesServiceServer<iam::Iam>,
         v2beta1::role_bindings_service_server::RoleBindingsServiceServer<iam::Iam>
+    );
+    let router = add!(
+        router,
+        iam::Ping,
+        ward_proto::ping::v2::ping_service_server::PingServiceServer<iam::Ping>
     );
     let router = add!(
         router,

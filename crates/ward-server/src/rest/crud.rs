@@ -7,14 +7,16 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use ward_core::Result;
+use ward_core::{Error, Result};
 
 use super::{Auth, JsonBody, Params, Reply};
 use crate::authz::Caller;
 use crate::services::UpdateMask;
+use crate::status::ApiError;
 use crate::ward::Ward;
 
 pub trait Resource: Send + Sync + 'static {
@@ -29,6 +31,17 @@ pub trait Resource: Send + Sync + 'static {
     -> impl Future<Output = Result<Self::Msg>> + Send;
     fn delete(w: &Ward, c: &Caller, uid: String) -> impl Future<Output = Result<()>> + Send;
     fn set_uid(msg: &mut Self::Msg, uid: String);
+    /// A custom method on a resource (`POST …/{uid}:verb`): `None` when the
+    /// resource has no such verb.
+    fn verb(
+        _w: &Ward,
+        _c: &Caller,
+        _uid: String,
+        _verb: &str,
+        _body: JsonBody,
+    ) -> impl Future<Output = Option<Result<serde_json::Value>>> + Send {
+        async { None }
+    }
 }
 
 async fn create<R: Resource>(
@@ -37,9 +50,15 @@ async fn create<R: Resource>(
     Path(parent): Path<String>,
     q: Params,
     body: JsonBody,
-) -> Reply<R::Msg> {
+) -> Result<Response, ApiError> {
     q.finish()?;
-    Ok(Json(R::create(&w, &c, parent, body.message()?).await?))
+    if let Some((uid, verb)) = parent.rsplit_once(':') {
+        return match R::verb(&w, &c, uid.to_owned(), verb, body).await {
+            Some(reply) => Ok(Json(reply?).into_response()),
+            None => Err(Error::not_found("endpoint", format!(":{verb}")).into()),
+        };
+    }
+    Ok(Json(R::create(&w, &c, parent, body.message()?).await?).into_response())
 }
 
 async fn get<R: Resource>(

@@ -3,11 +3,14 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::routing::get;
 use ward_core::Result;
 use ward_proto::iam::v2::{
-    CreateGroupRequest, DeleteGroupRequest, GetGroupRequest, Group, ListGroupsRequest, ListGroupsResponse,
+    AcceptTermsRequest, AcceptTermsResponse, CheckEligibilityRequest, CheckEligibilityResponse, CreateGroupRequest,
+    DeleteGroupRequest, GetGroupRequest, Group, ListGroupAccessRequestsRequest, ListGroupAccessRequestsResponse,
+    ListGroupsRequest, ListGroupsResponse, ListTermsAcceptancesRequest, ListTermsAcceptancesResponse,
+    LookupGroupRequest, LookupGroupResponse, RequestGroupAccessRequest,
 };
 
 use super::crud::{self, Resource};
@@ -43,11 +46,88 @@ impl Resource for Groups {
     fn set_uid(msg: &mut Group, uid: String) {
         msg.uid = uid;
     }
+    async fn verb(w: &Ward, c: &Caller, uid: String, verb: &str, _body: JsonBody) -> Option<Result<serde_json::Value>> {
+        match verb {
+            "requestGroupAccess" => Some(
+                w.request_group_access(c, RequestGroupAccessRequest { group_uid: uid })
+                    .await
+                    .and_then(to_json),
+            ),
+            _ => None,
+        }
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: T) -> Result<serde_json::Value> {
+    serde_json::to_value(v).map_err(|e| ward_core::Error::internal(format_args!("encode: {e}")))
 }
 
 /// Groups also accept POST on the collection itself: a new organization.
 pub fn routes() -> axum::Router<Arc<Ward>> {
-    crud::routes::<Groups>("groups", get(list_groups).post(create_organization))
+    let mut r = crud::routes::<Groups>("groups", get(list_groups).post(create_organization));
+    for v in ["v2beta1", "v2"] {
+        r = r
+            .route(&format!("/iam/{v}/groups:lookupGroup"), get(lookup_group))
+            .route(&format!("/iam/{v}/groups:checkEligibility"), get(check_eligibility))
+            .route(&format!("/iam/{v}/groups:accessRequests"), get(access_requests))
+            .route(
+                &format!("/iam/{v}/terms/{{*group}}"),
+                get(list_terms).post(accept_terms),
+            );
+    }
+    r
+}
+
+async fn lookup_group(State(w): State<Arc<Ward>>, Auth(c): Auth, q: Params) -> Reply<LookupGroupResponse> {
+    q.finish()?;
+    Ok(Json(w.lookup_group(&c, LookupGroupRequest {}).await?))
+}
+
+async fn check_eligibility(State(w): State<Arc<Ward>>, Auth(c): Auth, q: Params) -> Reply<CheckEligibilityResponse> {
+    q.finish()?;
+    Ok(Json(w.check_eligibility(&c, CheckEligibilityRequest {}).await?))
+}
+
+async fn access_requests(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    mut q: Params,
+) -> Reply<ListGroupAccessRequestsResponse> {
+    let req = ListGroupAccessRequestsRequest {
+        group_uid: q.string("group_uid"),
+    };
+    q.finish()?;
+    Ok(Json(w.list_group_access_requests(&c, req).await?))
+}
+
+async fn accept_terms(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    Path(group): Path<String>,
+    q: Params,
+    body: JsonBody,
+) -> Reply<AcceptTermsResponse> {
+    q.finish()?;
+    let mut req: AcceptTermsRequest = body.message()?;
+    req.group = group;
+    Ok(Json(w.accept_terms(&c, req).await?))
+}
+
+async fn list_terms(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    Path(group): Path<String>,
+    mut q: Params,
+) -> Reply<ListTermsAcceptancesResponse> {
+    let req = ListTermsAcceptancesRequest {
+        group,
+        page_size: q.int("page_size")?,
+        page_token: q.string("page_token"),
+        order_by: q.string("order_by"),
+        skip: q.int("skip")?,
+    };
+    q.finish()?;
+    Ok(Json(w.list_terms_acceptances(&c, req).await?))
 }
 
 async fn list_groups(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Params) -> Reply<ListGroupsResponse> {

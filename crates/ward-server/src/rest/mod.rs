@@ -101,7 +101,15 @@ pub async fn unimplemented_verbs(req: Request, next: axum::middleware::Next) -> 
 }
 
 /// Custom verbs that have routes of their own.
-const IMPLEMENTED_VERBS: &[&str] = &["lookupIdentity", "batchCreate", "batchDelete"];
+const IMPLEMENTED_VERBS: &[&str] = &[
+    "lookupIdentity",
+    "batchCreate",
+    "batchDelete",
+    "lookupGroup",
+    "checkEligibility",
+    "requestGroupAccess",
+    "accessRequests",
+];
 
 /// Largest unread request body that is drained so the connection stays
 /// usable (Go's net/http drains up to the same amount).

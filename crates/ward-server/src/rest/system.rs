@@ -21,6 +21,12 @@ pub fn routes(issuer_path: &str) -> axum::Router<Arc<Ward>> {
             get(discovery),
         )
         .route(&format!("{issuer_path}/.well-known/jwks.json"), get(jwks))
+        .route("/ping/v2/ping", get(ping))
+}
+
+/// `PingService.Ping`: no authentication.
+async fn ping() -> Json<Value> {
+    Json(json!({"response": "pong"}))
 }
 
 async fn healthz() -> Json<Value> {

@@ -7,8 +7,9 @@ use ward_core::{Error, Result};
 
 use super::{PostgresStore, bind_identity, insert_binding, insert_identity_sql, lock};
 use crate::people::{
-    GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord, GroupMappingRecord, IDENTITY_PROVIDER_TYPE,
-    IdentityProviderPatch, IdentityProviderRecord, MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord,
+    AccessRequestRecord, GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord, GroupMappingRecord,
+    IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, IdentityProviderRecord, MAX_DIRECTORY_ROWS,
+    MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord, TermsRecord,
 };
 use crate::sql::{GROUP_INVITE_COLUMNS, GROUP_MAPPING_COLUMNS, IDENTITY_PROVIDER_COLUMNS, PERSON_COLUMNS};
 use crate::{IDENTITY_TYPE, IdentityRecord, ROLE_TYPE, RoleBindingRecord, db_err};
@@ -330,6 +331,97 @@ impl PeopleStore for PostgresStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(|e| db_err("get person", e))
+    }
+
+    async fn verify_org(&self, group: &Uidp, domains: &[String]) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let done = sqlx::query("UPDATE groups SET verified = TRUE WHERE uid = $1")
+            .bind(group.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("verify organization", e))?;
+        if done.rows_affected() == 0 {
+            return Err(Error::not_found(crate::GROUP_TYPE, group.as_str()));
+        }
+        for d in domains {
+            sqlx::query(
+                "INSERT INTO verified_domains (domain, group_uid) VALUES ($1, $2) \
+                 ON CONFLICT (domain) DO UPDATE SET group_uid = EXCLUDED.group_uid",
+            )
+            .bind(d)
+            .bind(group.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("record verified domain", e))?;
+        }
+        tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
+    async fn org_of_domain(&self, domain: &str) -> Result<Option<String>> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT group_uid FROM verified_domains WHERE domain = $1")
+            .bind(domain)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| db_err("organization of a domain", e))?;
+        Ok(row.map(|(g,)| g))
+    }
+
+    async fn accept_terms(&self, group: &Uidp, doc_ids: &[String], by: &str, now_ms: i64) -> Result<()> {
+        let mut tx = self.begin().await?;
+        if !lock(&mut tx, "groups", group.as_str(), "FOR SHARE").await? {
+            return Err(Error::not_found(crate::GROUP_TYPE, group.as_str()));
+        }
+        for d in doc_ids {
+            sqlx::query(
+                "INSERT INTO terms_acceptances (group_uid, doc_id, accepted_by, create_time) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+            )
+            .bind(group.as_str())
+            .bind(d)
+            .bind(by)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("accept terms", e))?;
+        }
+        tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
+    async fn terms_acceptances(&self, groups: &[String]) -> Result<Vec<TermsRecord>> {
+        sqlx::query_as(&format!(
+            "SELECT group_uid, doc_id, accepted_by, create_time FROM terms_acceptances \
+             WHERE group_uid = ANY($1) ORDER BY create_time DESC, doc_id, accepted_by LIMIT {MAX_DIRECTORY_ROWS}"
+        ))
+        .bind(groups)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("terms acceptances", e))
+    }
+
+    async fn request_access(&self, r: &AccessRequestRecord) -> Result<bool> {
+        let done = sqlx::query(
+            "INSERT INTO group_access_requests (group_uid, identity_uid, email, create_time) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+        )
+        .bind(&r.group_uid)
+        .bind(&r.identity_uid)
+        .bind(&r.email)
+        .bind(r.create_time)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| db_err("request group access", e))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn access_requests(&self, group: &str) -> Result<Vec<AccessRequestRecord>> {
+        sqlx::query_as(&format!(
+            "SELECT group_uid, identity_uid, email, create_time FROM group_access_requests \
+             WHERE group_uid = $1 ORDER BY create_time, identity_uid LIMIT {MAX_DIRECTORY_ROWS}"
+        ))
+        .bind(group)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("group access requests", e))
     }
 
     async fn use_once(&self, id: &str, expire_ms: i64, now_ms: i64) -> Result<bool> {

@@ -8,8 +8,9 @@ use ward_core::{Error, Result};
 
 use super::{SqliteStore, exists, insert_binding};
 use crate::people::{
-    GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord, GroupMappingRecord, IDENTITY_PROVIDER_TYPE,
-    IdentityProviderPatch, IdentityProviderRecord, MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord,
+    AccessRequestRecord, GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord, GroupMappingRecord,
+    IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, IdentityProviderRecord, MAX_DIRECTORY_ROWS,
+    MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord, TermsRecord,
 };
 use crate::sql::{GROUP_INVITE_COLUMNS, GROUP_MAPPING_COLUMNS, IDENTITY_PROVIDER_COLUMNS, PERSON_COLUMNS};
 use crate::{GROUP_TYPE, IDENTITY_TYPE, IdentityRecord, ROLE_TYPE, RoleBindingRecord};
@@ -456,6 +457,110 @@ impl PeopleStore for SqliteStore {
             c.prepare_cached(&format!("SELECT {PERSON_COLUMNS} FROM people WHERE identity_uid = ?1"))?
                 .query_row([key], person_from_row)
                 .optional()
+        })
+        .await
+    }
+
+    async fn verify_org(&self, group: &Uidp, domains: &[String]) -> Result<()> {
+        let (group, domains) = (group.as_str().to_owned(), domains.to_vec());
+        self.write("verify organization", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if tx.execute("UPDATE groups SET verified = 1 WHERE uid = ?1", [&group])? == 0 {
+                return Ok(Err(Error::not_found(GROUP_TYPE, group)));
+            }
+            for d in &domains {
+                tx.execute(
+                    "INSERT INTO verified_domains (domain, group_uid) VALUES (?1, ?2) \
+                     ON CONFLICT (domain) DO UPDATE SET group_uid = excluded.group_uid",
+                    params![d, group],
+                )?;
+            }
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn org_of_domain(&self, domain: &str) -> Result<Option<String>> {
+        let domain = domain.to_owned();
+        self.read("organization of a domain", move |c| {
+            c.prepare_cached("SELECT group_uid FROM verified_domains WHERE domain = ?1")?
+                .query_row([domain], |r| r.get(0))
+                .optional()
+        })
+        .await
+    }
+
+    async fn accept_terms(&self, group: &Uidp, doc_ids: &[String], by: &str, now_ms: i64) -> Result<()> {
+        let (group, doc_ids, by) = (group.as_str().to_owned(), doc_ids.to_vec(), by.to_owned());
+        self.write("accept terms", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !exists(&tx, "groups", &group)? {
+                return Ok(Err(Error::not_found(GROUP_TYPE, group)));
+            }
+            for d in &doc_ids {
+                tx.execute(
+                    "INSERT INTO terms_acceptances (group_uid, doc_id, accepted_by, create_time) \
+                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+                    params![group, d, by, now_ms],
+                )?;
+            }
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn terms_acceptances(&self, groups: &[String]) -> Result<Vec<TermsRecord>> {
+        let groups = groups.to_vec();
+        self.read("terms acceptances", move |c| {
+            let marks = vec!["?"; groups.len()].join(", ");
+            c.prepare(&format!(
+                "SELECT group_uid, doc_id, accepted_by, create_time FROM terms_acceptances \
+                 WHERE group_uid IN ({marks}) ORDER BY create_time DESC, doc_id, accepted_by LIMIT {MAX_DIRECTORY_ROWS}"
+            ))?
+            .query_map(rusqlite::params_from_iter(groups.iter()), |r| {
+                Ok(TermsRecord {
+                    group_uid: r.get(0)?,
+                    doc_id: r.get(1)?,
+                    accepted_by: r.get(2)?,
+                    create_time: r.get(3)?,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn request_access(&self, r: &AccessRequestRecord) -> Result<bool> {
+        let r = r.clone();
+        self.write("request group access", move |c| {
+            c.execute(
+                "INSERT INTO group_access_requests (group_uid, identity_uid, email, create_time) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+                params![r.group_uid, r.identity_uid, r.email, r.create_time],
+            )
+            .map(|n| n == 1)
+        })
+        .await
+    }
+
+    async fn access_requests(&self, group: &str) -> Result<Vec<AccessRequestRecord>> {
+        let group = group.to_owned();
+        self.read("group access requests", move |c| {
+            c.prepare_cached(&format!(
+                "SELECT group_uid, identity_uid, email, create_time FROM group_access_requests \
+                 WHERE group_uid = ?1 ORDER BY create_time, identity_uid LIMIT {MAX_DIRECTORY_ROWS}"
+            ))?
+            .query_map([group], |r| {
+                Ok(AccessRequestRecord {
+                    group_uid: r.get(0)?,
+                    identity_uid: r.get(1)?,
+                    email: r.get(2)?,
+                    create_time: r.get(3)?,
+                })
+            })?
+            .collect()
         })
         .await
     }

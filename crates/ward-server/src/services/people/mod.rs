@@ -2,6 +2,7 @@
 //! the browser login that turns a person at an identity provider into a Ward
 //! identity with a token.
 
+pub mod directory;
 pub mod invites;
 pub mod login;
 pub mod mappings;
