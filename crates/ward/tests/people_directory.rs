@@ -13,7 +13,7 @@ use tonic::transport::Channel;
 use ward_proto::iam::v2::groups_service_client::GroupsServiceClient;
 use ward_proto::iam::v2::terms_service_client::TermsServiceClient;
 use ward_proto::iam::v2::{CheckEligibilityRequest, ListTermsAcceptancesRequest, LookupGroupRequest};
-use ward_store::people::{PeopleStore as _, PersonRecord};
+use ward_store::people::PersonRecord;
 
 /// A person who logged in with `email` (verified or not): a root identity
 /// with the login's record, made in the store. Their (uid, token).
