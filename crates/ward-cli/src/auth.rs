@@ -26,11 +26,10 @@ use crate::{Client, Connection, Format, output};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum AuthCommand {
-    /// Exchange an identity token (e.g. a CI job's OIDC token) for a Ward API
-    /// token and cache it for later commands.
-    ///
-    /// Without --identity-token, a person logs in with their browser at their
-    /// organization's identity provider (--idp).
+    /// Log in and cache a Ward API token for later commands: a person with
+    /// their browser at their organization's identity provider (--idp), or a
+    /// workload by exchanging its OIDC identity token (--identity,
+    /// --identity-token).
     Login {
         /// The Ward identity (uid) to act as (with --identity-token).
         #[arg(long, requires = "identity_token")]

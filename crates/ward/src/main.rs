@@ -25,7 +25,7 @@ enum Command {
     /// Server administration, run next to the server's data.
     #[command(subcommand)]
     Admin(AdminCommand),
-    /// Log in with a workload's identity token; print, inspect or forget Ward tokens.
+    /// Log in (a person with a browser, or a workload with its identity token); print, inspect or forget Ward tokens.
     Auth {
         #[command(flatten)]
         conn: ward_cli::Connection,
