@@ -422,6 +422,12 @@ impl Upstream {
         self.request_json(url, None, "could not fetch the issuer's keys").await
     }
 
+    /// Whether plain-http issuers may be fetched at all (`--dev` on loopback,
+    /// `--allow-insecure-issuers` anywhere).
+    pub fn allows_http(&self) -> bool {
+        self.policy.allow_insecure || self.policy.allow_loopback_http
+    }
+
     /// The issuer's discovery document (cached like its keys), checked to
     /// name that issuer: for a login, where its endpoints are.
     pub async fn discovery(&self, issuer: &str) -> Result<Arc<Value>> {

@@ -49,7 +49,7 @@ pub enum AuthCommand {
         /// (the browser must run on this machine: it returns to a port here).
         #[arg(long)]
         no_browser: bool,
-        /// After logging in, accept this group invite.
+        /// After logging in, accept this group invite (`-`: read it from stdin).
         #[arg(long, value_name = "CODE")]
         invite_code: Option<String>,
     },

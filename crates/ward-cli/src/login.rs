@@ -93,6 +93,15 @@ pub async fn browser_login(conn: &Connection, idp: &str, no_browser: bool, invit
     })?;
     output::line(&format!("Logged in as {} until {}", token.identity, token.expiry));
     if let Some(code) = invite {
+        let code = if code == "-" {
+            std::io::read_to_string(std::io::stdin())
+                .context("reading the invite code from stdin")?
+                .trim()
+                .to_owned()
+        } else {
+            code.to_owned()
+        };
+        let code = code.as_str();
         let client = Client::new(&conn.api, token.token)?;
         let joined = crate::people::accept_invite(&client, code).await?;
         output::line(&format!(

@@ -22,6 +22,7 @@ pub enum Kind {
     IdentityProvider,
     GroupMapping,
     GroupInvite,
+    AccountAssociation,
 }
 
 impl Kind {
@@ -39,6 +40,7 @@ impl Kind {
             Kind::IdentityProvider => "iam.chainguard.dev/IdentityProvider",
             Kind::GroupMapping => "iam.chainguard.dev/ExternalGroupRoleMapping",
             Kind::GroupInvite => "iam.chainguard.dev/GroupInvite",
+            Kind::AccountAssociation => "iam.chainguard.dev/AccountAssociation",
         }
     }
 
@@ -54,6 +56,7 @@ impl Kind {
             Kind::Advisory | Kind::AdvisoryEvent => AdvisoriesList,
             Kind::IdentityProvider | Kind::GroupMapping => IamIdentityProvidersList,
             Kind::GroupInvite => IamGroupInvitesList,
+            Kind::AccountAssociation => IamAccountAssociationsList,
         }
     }
 }
@@ -202,5 +205,18 @@ rules! {
     ACCEPT_TERMS = "TermsService.AcceptTerms", Group, TermsAccept, Resource;
     LIST_TERMS_ACCEPTANCES = "TermsService.ListTermsAcceptances", Group, TermsList, Resource;
     LIST_GROUP_ACCESS_REQUESTS = "GroupsService.ListGroupAccessRequests", Group, IamRoleBindingsCreate, Resource;
+}
+}
+
+rules! {
+    /// Account associations: one per group (its uid is the group's). Check
+    /// needs only the list capability.
+    ACCOUNT_ASSOCIATION_RULES {
+    CREATE_ACCOUNT_ASSOCIATION = "AccountAssociationsService.CreateAccountAssociation", AccountAssociation, IamAccountAssociationsCreate, Parent;
+    GET_ACCOUNT_ASSOCIATION = "AccountAssociationsService.GetAccountAssociation", AccountAssociation, IamAccountAssociationsList, Resource;
+    LIST_ACCOUNT_ASSOCIATIONS = "AccountAssociationsService.ListAccountAssociations", AccountAssociation, IamAccountAssociationsList, Unscoped;
+    UPDATE_ACCOUNT_ASSOCIATION = "AccountAssociationsService.UpdateAccountAssociation", AccountAssociation, IamAccountAssociationsUpdate, Resource;
+    DELETE_ACCOUNT_ASSOCIATION = "AccountAssociationsService.DeleteAccountAssociation", AccountAssociation, IamAccountAssociationsDelete, Resource;
+    CHECK_ACCOUNT_ASSOCIATION = "AccountAssociationsService.CheckAccountAssociation", AccountAssociation, IamAccountAssociationsList, Resource;
 }
 }

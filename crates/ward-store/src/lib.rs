@@ -17,6 +17,7 @@ use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
+pub mod account_associations;
 pub mod advisories;
 pub mod people;
 pub mod postgres;
@@ -153,7 +154,13 @@ impl std::fmt::Debug for SigningKeyRecord {
 
 #[async_trait]
 pub trait Store:
-    registry::RegistryStore + advisories::AdvisoryStore + people::PeopleStore + Send + Sync + 'static
+    registry::RegistryStore
+    + advisories::AdvisoryStore
+    + people::PeopleStore
+    + account_associations::AccountAssociationStore
+    + Send
+    + Sync
+    + 'static
 {
     /// Whether the database answers (readiness).
     async fn ping(&self) -> Result<()>;
@@ -278,6 +285,7 @@ listed!(registry::TagRecord);
 listed!(people::IdentityProviderRecord);
 listed!(people::GroupMappingRecord);
 listed!(people::GroupInviteRecord);
+listed!(account_associations::AccountAssociationRecord);
 
 impl Listed for advisories::AdvisoryRecord {
     fn uid(&self) -> &str {

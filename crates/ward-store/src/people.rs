@@ -99,6 +99,21 @@ pub struct AccessRequestRecord {
     pub create_time: i64,
 }
 
+/// A headless login in progress.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct DeviceLoginRecord {
+    /// SHA-256 (hex) of the device code.
+    pub id: String,
+    pub user_code: String,
+    pub idp_uid: String,
+    pub challenge: String,
+    pub handoff: Option<String>,
+    pub expire_time: i64,
+}
+
+/// Most headless logins in progress at once (each expires in minutes).
+pub const MAX_DEVICE_LOGINS: i64 = 1000;
+
 /// Most rows the directory reads return (terms acceptances across a group's
 /// ancestry, access requests of a group).
 pub const MAX_DIRECTORY_ROWS: usize = 1000;
@@ -176,6 +191,17 @@ pub trait PeopleStore: Send + Sync {
     async fn request_access(&self, r: &AccessRequestRecord) -> Result<bool>;
     /// A group's requests to join, oldest first, at most [`MAX_DIRECTORY_ROWS`].
     async fn access_requests(&self, group: &str) -> Result<Vec<AccessRequestRecord>>;
+
+    /// Starts a headless login: forgets expired ones, then RESOURCE_EXHAUSTED
+    /// past [`MAX_DEVICE_LOGINS`], ALREADY_EXISTS for a user code in use.
+    async fn create_device_login(&self, r: &DeviceLoginRecord, now_ms: i64) -> Result<()>;
+    /// A pending (not finished, not expired) login by its user code.
+    async fn pending_device_login(&self, user_code: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>>;
+    /// Records the handoff of a pending login; false if it was not pending.
+    async fn finish_device_login(&self, id: &str, handoff: &str, now_ms: i64) -> Result<bool>;
+    /// The login by device code hash: a finished one is removed (it works
+    /// once); a pending one is returned as it is; an expired one is None.
+    async fn take_device_login(&self, id: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>>;
 
     /// Records `id` as used until `expire_ms`; false when it already was.
     async fn use_once(&self, id: &str, expire_ms: i64, now_ms: i64) -> Result<bool>;

@@ -21,6 +21,7 @@ use crate::{
     group_not_empty, page_of, still_bound,
 };
 
+mod account_associations;
 mod advisories;
 mod people;
 mod registry;

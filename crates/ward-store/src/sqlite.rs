@@ -38,6 +38,7 @@ use crate::{
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many
 /// have run. Version numbers match `migrations/postgres`.
+mod account_associations;
 mod advisories;
 mod people;
 mod registry;
@@ -49,6 +50,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0004_advisories.sql"),
     include_str!("../migrations/sqlite/0005_people.sql"),
     include_str!("../migrations/sqlite/0006_directory.sql"),
+    include_str!("../migrations/sqlite/0007_account_associations.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \

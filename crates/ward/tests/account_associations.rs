@@ -130,7 +130,10 @@ async fn crud_over_rest() {
         let inst = &created["github"]["appInstallations"]["12345"]["installations"][0];
         assert_eq!(int(&inst["installationId"]), 42, "[{b}] {created}");
         assert_eq!(inst["name"], "acme", "[{b}]");
-        assert!(created["createTime"].is_string() && created["updateTime"].is_string(), "[{b}] {created}");
+        assert!(
+            created["createTime"].is_string() && created["updateTime"].is_string(),
+            "[{b}] {created}"
+        );
 
         // Both versions read the same thing.
         for base in [AA, AA_BETA] {
@@ -180,7 +183,10 @@ async fn crud_over_rest() {
         let (status, body) = s.delete(&format!("{AA}/{team}")).await;
         assert_error(b, status, &body, 404, 5, "NOT_FOUND");
         let (status, body) = s
-            .patch(&format!("{AA}/{team}?update_mask=description"), json!({ "description": "x" }))
+            .patch(
+                &format!("{AA}/{team}?update_mask=description"),
+                json!({ "description": "x" }),
+            )
             .await;
         assert_error(b, status, &body, 404, 5, "NOT_FOUND");
 
@@ -223,7 +229,9 @@ async fn crud_over_grpc() {
                 service_bindings: HashMap::from([("APKO_BUILDER".to_owned(), sa.clone())]),
             }),
             azure: None,
-            github: Some(GitHub { app_installations: apps }),
+            github: Some(GitHub {
+                app_installations: apps,
+            }),
             ..Default::default()
         };
         let created = c
@@ -240,7 +248,10 @@ async fn crud_over_grpc() {
         assert_eq!(created.google, want.google, "[{b}]");
         assert_eq!(created.chainguard, want.chainguard, "[{b}]");
         assert_eq!(created.github, want.github, "[{b}]");
-        assert!(created.azure.is_none() && created.create_time.is_some(), "[{b}] {created:?}");
+        assert!(
+            created.azure.is_none() && created.create_time.is_some(),
+            "[{b}] {created:?}"
+        );
 
         // A second one in the same group: ALREADY_EXISTS.
         let again = c
@@ -262,7 +273,10 @@ async fn crud_over_grpc() {
         let (status, json) = s.get(&format!("{AA}/{team}")).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {json}");
         assert_eq!(json["chainguard"]["serviceBindings"]["APKO_BUILDER"], sa, "[{b}]");
-        assert_eq!(int(&json["github"]["appInstallations"]["7"]["installations"][0]["installationId"]), 99);
+        assert_eq!(
+            int(&json["github"]["appInstallations"]["7"]["installations"][0]["installationId"]),
+            99
+        );
 
         let page = c
             .list_account_associations(ListAccountAssociationsRequest {
@@ -298,7 +312,11 @@ async fn crud_over_grpc() {
             .expect("update")
             .into_inner();
         assert_eq!(updated.name, "grpc-accounts", "[{b}]");
-        assert_eq!(updated.azure.as_ref().map(|a| a.tenant_id.as_str()), Some(GUID_A), "[{b}]");
+        assert_eq!(
+            updated.azure.as_ref().map(|a| a.tenant_id.as_str()),
+            Some(GUID_A),
+            "[{b}]"
+        );
         assert_eq!(updated.amazon, created.amazon, "[{b}]");
         assert_eq!(updated.github, created.github, "[{b}]");
 
@@ -323,7 +341,9 @@ async fn crud_over_grpc() {
             .update_account_association(UpdateAccountAssociationRequest {
                 account_association: Some(AccountAssociation {
                     uid: team.clone(),
-                    amazon: Some(Amazon { account: "12345".into() }),
+                    amazon: Some(Amazon {
+                        account: "12345".into(),
+                    }),
                     ..Default::default()
                 }),
                 update_mask: Some(FieldMask {
@@ -368,13 +388,21 @@ async fn validation() {
         let ghost = format!("{team}/0123456789abcdef");
 
         let cases: Vec<(&str, Value, &str)> = vec![
-            ("short AWS account", json!({ "name": "a", "amazon": { "account": "12345" } }), "amazon.account"),
+            (
+                "short AWS account",
+                json!({ "name": "a", "amazon": { "account": "12345" } }),
+                "amazon.account",
+            ),
             (
                 "AWS account with letters",
                 json!({ "name": "a", "amazon": { "account": "12345678901a" } }),
                 "amazon.account",
             ),
-            ("empty AWS account", json!({ "name": "a", "amazon": {} }), "amazon.account"),
+            (
+                "empty AWS account",
+                json!({ "name": "a", "amazon": {} }),
+                "amazon.account",
+            ),
             (
                 "bad tenant GUID",
                 json!({ "name": "a", "azure": { "tenantId": "not-a-guid" } }),
@@ -462,8 +490,9 @@ async fn validation() {
         }
 
         // Bounds on the maps.
-        let many: serde_json::Map<String, Value> =
-            (0..17).map(|i| (format!("app{i}"), Value::String(GUID_A.into()))).collect();
+        let many: serde_json::Map<String, Value> = (0..17)
+            .map(|i| (format!("app{i}"), Value::String(GUID_A.into())))
+            .collect();
         let (status, got) = s
             .post(
                 &format!("{AA}/{team}"),
@@ -480,7 +509,12 @@ async fn validation() {
                 json!({ "name": "a", "github": { "appInstallations": { "1": { "installations": installations } } } }),
             )
             .await;
-        assert_invalid(&format!("[{b}] 101 installations"), status, &got, "github.app_installations[1]");
+        assert_invalid(
+            &format!("[{b}] 101 installations"),
+            status,
+            &got,
+            "github.app_installations[1]",
+        );
         let (status, got) = s
             .post(
                 &format!("{AA}/{team}"),
@@ -532,7 +566,10 @@ async fn validation() {
             .await;
         assert_invalid(&format!("[{b}] update to an empty name"), status, &got, "name");
         let (status, got) = s
-            .patch(&format!("{AA}/{team}?update_mask=amazon.account"), json!({ "amazon": { "account": "1" } }))
+            .patch(
+                &format!("{AA}/{team}?update_mask=amazon.account"),
+                json!({ "amazon": { "account": "1" } }),
+            )
             .await;
         assert_invalid(&format!("[{b}] sub-field mask"), status, &got, "update_mask");
         let (status, got) = s.get(&format!("{AA}/{team}")).await;
@@ -552,7 +589,12 @@ async fn one_per_group_and_gone_with_it() {
         let org = uid(&s.create_group(None, "org").await);
         let team = uid(&s.create_group(Some(&org), "team").await);
 
-        create_ok(&s, &team, json!({ "name": "first", "amazon": { "account": "123456789012" } })).await;
+        create_ok(
+            &s,
+            &team,
+            json!({ "name": "first", "amazon": { "account": "123456789012" } }),
+        )
+        .await;
         let (status, got) = s.post(&format!("{AA}/{team}"), json!({ "name": "second" })).await;
         assert_error(b, status, &got, 409, 6, "ALREADY_EXISTS");
         let (status, got) = s.post(&format!("{AA_BETA}/{team}"), json!({ "name": "second" })).await;
@@ -629,9 +671,16 @@ async fn check_reports_not_configured_or_not_checked() {
         }
         // An unknown verb on an association is not a create.
         let (status, got) = s.post(&format!("{AA}/{bare}:frobnicate"), json!({ "name": "x" })).await;
-        assert!(status.is_client_error() || status == StatusCode::NOT_IMPLEMENTED, "[{b}] {status}: {got}");
+        assert!(
+            status.is_client_error() || status == StatusCode::NOT_IMPLEMENTED,
+            "[{b}] {status}: {got}"
+        );
         let (status, _) = s.get(&format!("{AA}/{bare}")).await;
-        assert_eq!(status, StatusCode::NOT_FOUND, "[{b}] nothing created by the unknown verb");
+        assert_eq!(
+            status,
+            StatusCode::NOT_FOUND,
+            "[{b}] nothing created by the unknown verb"
+        );
 
         // Over gRPC.
         let mut c = client(&s, &s.token).await;
@@ -676,7 +725,12 @@ async fn viewers_read_strangers_see_nothing() {
         let org = uid(&s.create_group(None, "org").await);
         let team = uid(&s.create_group(Some(&org), "team").await);
         let org2 = uid(&s.create_group(None, "org2").await);
-        let created = create_ok(&s, &team, json!({ "name": "a", "amazon": { "account": "123456789012" } })).await;
+        let created = create_ok(
+            &s,
+            &team,
+            json!({ "name": "a", "amazon": { "account": "123456789012" } }),
+        )
+        .await;
         let (_, viewer) = person(&s, "vera", &[(org.as_str(), "viewer")]).await;
         let (_, stranger) = person(&s, "oscar", &[(org2.as_str(), "owner")]).await;
         let (_, owner) = person(&s, "olive", &[(org.as_str(), "owner")]).await;
@@ -695,9 +749,21 @@ async fn viewers_read_strangers_see_nothing() {
         let (status, got) = s.call_as(&viewer, Method::POST, &check, Some(amazon.clone())).await;
         assert_eq!(status, StatusCode::OK, "[{b}] viewer check: {got}");
         let (status, got) = s
-            .call_as(&viewer, Method::POST, &format!("{AA}/{org}"), Some(json!({ "name": "v" })))
+            .call_as(
+                &viewer,
+                Method::POST,
+                &format!("{AA}/{org}"),
+                Some(json!({ "name": "v" })),
+            )
             .await;
-        assert_error(&format!("[{b}] viewer create"), status, &got, 403, 7, "PERMISSION_DENIED");
+        assert_error(
+            &format!("[{b}] viewer create"),
+            status,
+            &got,
+            403,
+            7,
+            "PERMISSION_DENIED",
+        );
         let (status, got) = s
             .call_as(
                 &viewer,
@@ -706,9 +772,23 @@ async fn viewers_read_strangers_see_nothing() {
                 Some(json!({ "name": "v" })),
             )
             .await;
-        assert_error(&format!("[{b}] viewer update"), status, &got, 403, 7, "PERMISSION_DENIED");
+        assert_error(
+            &format!("[{b}] viewer update"),
+            status,
+            &got,
+            403,
+            7,
+            "PERMISSION_DENIED",
+        );
         let (status, got) = s.call_as(&viewer, Method::DELETE, &item, None).await;
-        assert_error(&format!("[{b}] viewer delete"), status, &got, 403, 7, "PERMISSION_DENIED");
+        assert_error(
+            &format!("[{b}] viewer delete"),
+            status,
+            &got,
+            403,
+            7,
+            "PERMISSION_DENIED",
+        );
 
         // Another organization's owner sees nothing of it.
         let (status, got) = s.call_as(&stranger, Method::GET, &item, None).await;
@@ -719,7 +799,12 @@ async fn viewers_read_strangers_see_nothing() {
         let (status, got) = s.call_as(&stranger, Method::POST, &check, Some(amazon.clone())).await;
         assert_error(&format!("[{b}] stranger check"), status, &got, 404, 5, "NOT_FOUND");
         let (status, got) = s
-            .call_as(&stranger, Method::POST, &format!("{AA}/{org}"), Some(json!({ "name": "x" })))
+            .call_as(
+                &stranger,
+                Method::POST,
+                &format!("{AA}/{org}"),
+                Some(json!({ "name": "x" })),
+            )
             .await;
         assert_error(&format!("[{b}] stranger create"), status, &got, 404, 5, "NOT_FOUND");
         let (status, got) = s
@@ -742,7 +827,12 @@ async fn viewers_read_strangers_see_nothing() {
         assert_eq!(e.code(), Code::NotFound, "[{b}] {e:?}");
         // The stranger may make one in their own organization.
         let (status, got) = s
-            .call_as(&stranger, Method::POST, &format!("{AA}/{org2}"), Some(json!({ "name": "mine" })))
+            .call_as(
+                &stranger,
+                Method::POST,
+                &format!("{AA}/{org2}"),
+                Some(json!({ "name": "mine" })),
+            )
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] stranger in org2: {got}");
 
@@ -766,7 +856,12 @@ async fn viewers_read_strangers_see_nothing() {
         let (status, got) = s.call_as(&owner, Method::DELETE, &item, None).await;
         assert_eq!(status, StatusCode::OK, "[{b}] owner delete: {got}");
         let (status, got) = s
-            .call_as(&owner, Method::POST, &item, Some(json!({ "name": "made by the owner" })))
+            .call_as(
+                &owner,
+                Method::POST,
+                &item,
+                Some(json!({ "name": "made by the owner" })),
+            )
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] owner create: {got}");
         assert_eq!(got["uid"], team, "[{b}]");
@@ -834,7 +929,10 @@ async fn masks_replace_whole_sections() {
         // A section in the mask but not in the body is removed.
         let (status, got) = s.patch(&format!("{item}?update_mask=google"), json!({})).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {got}");
-        assert!(got.get("google").is_none_or(Value::is_null), "[{b}] google removed: {got}");
+        assert!(
+            got.get("google").is_none_or(Value::is_null),
+            "[{b}] google removed: {got}"
+        );
         assert_eq!(got["amazon"]["account"], "210987654321", "[{b}]");
 
         // No mask: the body's keys.
@@ -866,7 +964,10 @@ async fn masks_replace_whole_sections() {
 
         // Unknown paths are refused.
         let (status, got) = s
-            .patch(&format!("{item}?update_mask=aws"), json!({ "amazon": { "account": "123456789012" } }))
+            .patch(
+                &format!("{item}?update_mask=aws"),
+                json!({ "amazon": { "account": "123456789012" } }),
+            )
             .await;
         assert_invalid(&format!("[{b}] unknown path"), status, &got, "update_mask");
 

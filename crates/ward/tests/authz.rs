@@ -184,7 +184,8 @@ fn collection(kind: Kind) -> &'static str {
         | Kind::AdvisoryEvent
         | Kind::IdentityProvider
         | Kind::GroupMapping
-        | Kind::GroupInvite => {
+        | Kind::GroupInvite
+        | Kind::AccountAssociation => {
             unreachable!("the registry, advisory and people matrices have files of their own")
         }
         Kind::Group => "groups",
@@ -216,7 +217,8 @@ fn create_body(kind: Kind, name: &str, bystander: &str) -> Value {
         | Kind::AdvisoryEvent
         | Kind::IdentityProvider
         | Kind::GroupMapping
-        | Kind::GroupInvite => {
+        | Kind::GroupInvite
+        | Kind::AccountAssociation => {
             unreachable!("the registry, advisory and people matrices have files of their own")
         }
         Kind::Group => json!({ "name": name, "description": "made by the authz tests" }),
@@ -244,7 +246,8 @@ fn update_body(kind: Kind) -> Value {
         | Kind::AdvisoryEvent
         | Kind::IdentityProvider
         | Kind::GroupMapping
-        | Kind::GroupInvite => {
+        | Kind::GroupInvite
+        | Kind::AccountAssociation => {
             unreachable!("the registry, advisory and people matrices have files of their own")
         }
         Kind::RoleBinding => json!({ "roleUid": builtin_role("registry.pull").unwrap().uid() }),
@@ -411,7 +414,8 @@ async fn grpc_get(ch: &Channel, token: &str, kind: Kind, uid: &str) -> Result<St
         | Kind::AdvisoryEvent
         | Kind::IdentityProvider
         | Kind::GroupMapping
-        | Kind::GroupInvite => {
+        | Kind::GroupInvite
+        | Kind::AccountAssociation => {
             unreachable!("the registry, advisory and people matrices have files of their own")
         }
         Kind::Group => {
@@ -456,7 +460,8 @@ async fn grpc_total(ch: &Channel, token: &str, kind: Kind) -> Result<i64, Status
         | Kind::AdvisoryEvent
         | Kind::IdentityProvider
         | Kind::GroupMapping
-        | Kind::GroupInvite => {
+        | Kind::GroupInvite
+        | Kind::AccountAssociation => {
             unreachable!("the registry, advisory and people matrices have files of their own")
         }
         Kind::Group => {
@@ -564,7 +569,8 @@ impl Fixture {
             | Kind::AdvisoryEvent
             | Kind::IdentityProvider
             | Kind::GroupMapping
-            | Kind::GroupInvite => {
+            | Kind::GroupInvite
+            | Kind::AccountAssociation => {
                 unreachable!("the registry, advisory and people matrices have files of their own")
             }
             Kind::Group => &self.a,

@@ -123,17 +123,25 @@ async fn workload(s: &TestServer, group: &str, name: &str) -> String {
             }),
         )
         .await;
-    assert_eq!(status, StatusCode::OK, "[{}] create identity {name}: {identity}", s.backend);
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "[{}] create identity {name}: {identity}",
+        s.backend
+    );
     uid(&identity)
 }
 
 /// Every binding at exactly `group` (under organization `org`), as the
 /// admin sees them: sorted (identity uid, role uid).
 async fn bindings_at(s: &TestServer, org: &str, group: &str) -> Vec<(String, String)> {
-    let (status, list) = s
-        .get(&format!("{RB}?uidp.descendants_of={org}&page_size=200"))
-        .await;
-    assert_eq!(status, StatusCode::OK, "[{}] list bindings under {org}: {list}", s.backend);
+    let (status, list) = s.get(&format!("{RB}?uidp.descendants_of={org}&page_size=200")).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "[{}] list bindings under {org}: {list}",
+        s.backend
+    );
     let mut v: Vec<(String, String)> = list["roleBindings"]
         .as_array()
         .cloned()
@@ -309,8 +317,15 @@ fn idp_body(name: &str, default_role: &str) -> Value {
 
 /// Creates an identity provider at `org` with the admin token: its uid.
 async fn create_idp(s: &TestServer, org: &str, name: &str) -> String {
-    let (status, created) = s.post(&format!("{IDPS}/{org}"), idp_body(name, &role_uid("viewer"))).await;
-    assert_eq!(status, StatusCode::OK, "[{}] create identity provider {name}: {created}", s.backend);
+    let (status, created) = s
+        .post(&format!("{IDPS}/{org}"), idp_body(name, &role_uid("viewer")))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "[{}] create identity provider {name}: {created}",
+        s.backend
+    );
     uid(&created)
 }
 
@@ -333,7 +348,12 @@ async fn create_test_idp(s: &TestServer, idp: &TestIdp, org: &str) -> String {
             }),
         )
         .await;
-    assert_eq!(status, StatusCode::OK, "[{}] create the identity provider: {created}", s.backend);
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "[{}] create the identity provider: {created}",
+        s.backend
+    );
     uid(&created)
 }
 
@@ -522,7 +542,10 @@ async fn login(s: &TestServer, idp: &TestIdp, idp_id: &str, username: &str) -> (
     let to = back
         .redirect()
         .unwrap_or_else(|| panic!("[{b}] the callback hands {username}'s login to the CLI: {back:?}"));
-    assert!(to.starts_with(&format!("{LOOPBACK}?")), "[{b}] to the CLI's loopback: {to}");
+    assert!(
+        to.starts_with(&format!("{LOOPBACK}?")),
+        "[{b}] to the CLI's loopback: {to}"
+    );
     let q = query(&to);
     assert_eq!(q.get("state"), Some(&state), "[{b}] the CLI's state comes back: {to}");
     let code = q
@@ -555,7 +578,12 @@ async fn login(s: &TestServer, idp: &TestIdp, idp_id: &str, username: &str) -> (
 async fn person_uid(s: &TestServer, issuer: &str, subject: &str) -> String {
     let path = format!("{ID}:lookupIdentity?issuer={}&subject={}", enc(issuer), enc(subject));
     let (status, body) = s.get(&path).await;
-    assert_eq!(status, StatusCode::OK, "[{}] lookupIdentity {subject}: {body}", s.backend);
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "[{}] lookupIdentity {subject}: {body}",
+        s.backend
+    );
     body["uid"].as_str().expect("uid").to_owned()
 }
 
@@ -756,15 +784,7 @@ async fn cli_login(s: &TestServer, idp: &TestIdp, idp_id: &str, username: &str, 
     let term = Terminal::new();
     let mut login = Login::spawn(term.command(
         s,
-        &[
-            "auth",
-            "login",
-            "--no-browser",
-            "--idp",
-            idp_id,
-            "--invite-code",
-            code,
-        ],
+        &["auth", "login", "--no-browser", "--idp", idp_id, "--invite-code", code],
     ));
     let url = login.url().await;
     let r = match browse(&url, idp, username).await {
@@ -805,7 +825,11 @@ async fn invites_over_rest_on(s: &TestServer) {
         "[{b}] an invite lives under its group: {invite}"
     );
     assert_eq!(invite["roleUid"], viewer.as_str(), "[{b}] {invite}");
-    assert_eq!(invite["role"]["uid"], viewer.as_str(), "[{b}] the role is hydrated: {invite}");
+    assert_eq!(
+        invite["role"]["uid"],
+        viewer.as_str(),
+        "[{b}] the role is hydrated: {invite}"
+    );
     assert_eq!(invite["role"]["name"], "viewer", "[{b}] the role is hydrated: {invite}");
     assert!(
         invite["role"]["capabilities"].as_array().is_some_and(|c| !c.is_empty()),
@@ -826,7 +850,11 @@ async fn invites_over_rest_on(s: &TestServer) {
     // Get and list: never the code.
     let (status, got) = s.get(&format!("{INVITES}/{invite_uid}")).await;
     assert_eq!(status, StatusCode::OK, "[{b}] get the invite: {got}");
-    assert_eq!(got["code"].as_str().unwrap_or_default(), "", "[{b}] no code on get: {got}");
+    assert_eq!(
+        got["code"].as_str().unwrap_or_default(),
+        "",
+        "[{b}] no code on get: {got}"
+    );
     assert!(!got.to_string().contains(&code), "[{b}] no code on get: {got}");
     assert_eq!(got["keyId"], key_id.as_str(), "[{b}] {got}");
     assert_eq!(got["role"]["name"], "viewer", "[{b}] {got}");
@@ -838,7 +866,11 @@ async fn invites_over_rest_on(s: &TestServer) {
     assert_eq!(invite_uids(&list), vec![invite_uid.clone()], "[{b}] {list}");
     assert!(!list.to_string().contains(&code), "[{b}] no code in a list: {list}");
     for i in list["groupInvites"].as_array().into_iter().flatten() {
-        assert_eq!(i["code"].as_str().unwrap_or_default(), "", "[{b}] no code in a list: {i}");
+        assert_eq!(
+            i["code"].as_str().unwrap_or_default(),
+            "",
+            "[{b}] no code in a list: {i}"
+        );
     }
     let (status, list) = s.get(&format!("{INVITES}?key_id={key_id}")).await;
     assert_eq!(status, StatusCode::OK, "[{b}] list by key id: {list}");
@@ -854,7 +886,10 @@ async fn invites_over_rest_on(s: &TestServer) {
     };
     let (status, list) = s.get(&format!("{INVITES}?key_id={other_key}")).await;
     assert_eq!(status, StatusCode::OK, "[{b}] list by another key id: {list}");
-    assert!(invite_uids(&list).is_empty(), "[{b}] another key id finds nothing: {list}");
+    assert!(
+        invite_uids(&list).is_empty(),
+        "[{b}] another key id finds nothing: {list}"
+    );
 
     // A person with no bindings accepts and can then see the group.
     let (bob, bob_token) = common::person(s, "bob", &[]).await;
@@ -871,7 +906,11 @@ async fn invites_over_rest_on(s: &TestServer) {
     let (status, body) = s
         .call_as(&bob_token, Method::GET, &format!("/iam/v2/groups/{group}"), None)
         .await;
-    assert_eq!(status, StatusCode::OK, "[{b}] bob, now a viewer, sees the group: {body}");
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "[{b}] bob, now a viewer, sees the group: {body}"
+    );
     assert_eq!(body["uid"], group.as_str(), "[{b}] {body}");
 
     // Single use: gone, and its code with it.
@@ -912,10 +951,7 @@ async fn invites_over_rest_on(s: &TestServer) {
         assert_invalid(&format!("{b}: {case}"), status, &body, "code");
     }
     assert!(
-        bindings_at(s, &org, &group)
-            .await
-            .iter()
-            .all(|(i, _)| *i == bob),
+        bindings_at(s, &org, &group).await.iter().all(|(i, _)| *i == bob),
         "[{b}] no bad code bound anyone"
     );
 
@@ -930,9 +966,18 @@ async fn invites_over_rest_on(s: &TestServer) {
         "UNAUTHENTICATED",
     );
     let (status, body) = s
-        .call_as("not-a-token", Method::POST, REGISTER, Some(json!({ "code": live_code })))
+        .call_as(
+            "not-a-token",
+            Method::POST,
+            REGISTER,
+            Some(json!({ "code": live_code })),
+        )
         .await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED, "[{b}] register with a bad token: {body}");
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "[{b}] register with a bad token: {body}"
+    );
 
     // Multi-use: two people; the same person twice is one binding; the
     // invite stays.
@@ -955,7 +1000,15 @@ async fn invites_over_rest_on(s: &TestServer) {
     // Someone already bound with the role accepting a single-use invite:
     // no second binding, and the invite is still used up.
     let again = create_invite(s, &group, invite_body(&viewer, "3600s", true)).await;
-    register_ok(s, "dave (already a viewer)", &dave, &dave_token, &code_of(b, &again), &group).await;
+    register_ok(
+        s,
+        "dave (already a viewer)",
+        &dave,
+        &dave_token,
+        &code_of(b, &again),
+        &group,
+    )
+    .await;
     assert_eq!(count_bindings(s, &org, &group, &dave, &viewer).await, 1, "[{b}]");
     let (status, body) = s.get(&format!("{INVITES}/{}", uid(&again))).await;
     assert_not_found(&format!("{b}: a single-use invite used by a member"), status, &body);
@@ -1003,7 +1056,12 @@ async fn invites_over_rest_on(s: &TestServer) {
     // Authorization: a viewer may not invite; a group's owner may, there only.
     let (_, vic_token) = common::person(s, "vic", &[(org.as_str(), "viewer")]).await;
     let (status, body) = s
-        .call_as(&vic_token, Method::POST, &path, Some(invite_body(&viewer, "3600s", false)))
+        .call_as(
+            &vic_token,
+            Method::POST,
+            &path,
+            Some(invite_body(&viewer, "3600s", false)),
+        )
         .await;
     assert!(
         matches!(status.as_u16(), 403 | 404),
@@ -1011,7 +1069,12 @@ async fn invites_over_rest_on(s: &TestServer) {
     );
     let (_, olga_token) = common::person(s, "olga", &[(group.as_str(), "owner")]).await;
     let (status, body) = s
-        .call_as(&olga_token, Method::POST, &path, Some(invite_body(&viewer, "3600s", false)))
+        .call_as(
+            &olga_token,
+            Method::POST,
+            &path,
+            Some(invite_body(&viewer, "3600s", false)),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "[{b}] the group's owner invites to it: {body}");
     let (status, body) = s
@@ -1427,7 +1490,11 @@ async fn invites_over_the_cli_on(s: &TestServer) {
     // List (JSON): the invite, without its code.
     let what = "ward iam invites list -o json";
     let run = ward(s, &admin, &["iam", "invites", "list", "--group", &group, "-o", "json"]).await;
-    assert!(!run.stdout.contains(&code), "[{b}] `{what}` never shows the code:\n{}", run.stdout);
+    assert!(
+        !run.stdout.contains(&code),
+        "[{b}] `{what}` never shows the code:\n{}",
+        run.stdout
+    );
     let list = run.json(b, what);
     let items = list
         .as_array()
@@ -1441,12 +1508,14 @@ async fn invites_over_the_cli_on(s: &TestServer) {
     assert_eq!(invite["role"]["name"], "viewer", "[{b}] {invite}");
     assert_eq!(invite["singleUse"], true, "[{b}] --single-use: {invite}");
     let exp = millis(b, &invite["expirationTime"]);
-    assert!(
-        (exp - (before + 3_600_000)).abs() < 60_000,
-        "[{b}] --ttl 1h: {invite}"
-    );
+    assert!((exp - (before + 3_600_000)).abs() < 60_000, "[{b}] --ttl 1h: {invite}");
     let key_id = invite["keyId"].as_str().unwrap_or_default().to_owned();
-    let run = ward(s, &admin, &["iam", "invites", "list", "--key-id", &key_id, "-o", "json"]).await;
+    let run = ward(
+        s,
+        &admin,
+        &["iam", "invites", "list", "--key-id", &key_id, "-o", "json"],
+    )
+    .await;
     let by_key = run.json(b, "ward iam invites list --key-id");
     assert_eq!(
         by_key.as_array().map(|a| a.len()),
@@ -1486,7 +1555,11 @@ async fn invites_over_the_cli_on(s: &TestServer) {
         err.contains("used or deleted") && err.contains("HTTP 400"),
         "[{b}] `{what}` explains:\n{err}"
     );
-    assert!(run.stdout.trim().is_empty(), "[{b}] `{what}` prints nothing else:\n{}", run.stdout);
+    assert!(
+        run.stdout.trim().is_empty(),
+        "[{b}] `{what}` prints nothing else:\n{}",
+        run.stdout
+    );
 
     // Create (JSON) a multi-use invite, delete it: its code stops working.
     let what = "ward iam invites create -o json";
@@ -1525,7 +1598,9 @@ async fn invites_over_the_cli_on(s: &TestServer) {
     let run = ward(
         s,
         &admin,
-        &["iam", "invites", "create", "--group", &group, "--role", "viewer", "--ttl", "0s"],
+        &[
+            "iam", "invites", "create", "--group", &group, "--role", "viewer", "--ttl", "0s",
+        ],
     )
     .await;
     let err = run.failed(b, what);
@@ -1534,7 +1609,9 @@ async fn invites_over_the_cli_on(s: &TestServer) {
     let run = ward(
         s,
         &admin,
-        &["iam", "invites", "create", "--group", &group, "--role", "viewer", "--ttl", "91d"],
+        &[
+            "iam", "invites", "create", "--group", &group, "--role", "viewer", "--ttl", "91d",
+        ],
     )
     .await;
     let err = run.failed(b, what);
@@ -1544,7 +1621,10 @@ async fn invites_over_the_cli_on(s: &TestServer) {
     );
     let (status, list) = s.get(&format!("{INVITES}?uidp.children_of={group}")).await;
     assert_eq!(status, StatusCode::OK, "[{b}] {list}");
-    assert!(invite_uids(&list).is_empty(), "[{b}] refused creates made nothing: {list}");
+    assert!(
+        invite_uids(&list).is_empty(),
+        "[{b}] refused creates made nothing: {list}"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1585,11 +1665,17 @@ async fn identity_providers_keep_secrets_on(s: &TestServer) {
 
     let (status, got) = s.get(&format!("{IDPS}/{idp}")).await;
     assert_eq!(status, StatusCode::OK, "[{b}] get: {got}");
-    assert!(!got.to_string().contains("TOPSECRET"), "[{b}] get keeps the secret: {got}");
+    assert!(
+        !got.to_string().contains("TOPSECRET"),
+        "[{b}] get keeps the secret: {got}"
+    );
     assert_eq!(got["oidc"]["issuer"], "https://idp.example.com", "[{b}] {got}");
     let (status, list) = s.get(&format!("{IDPS}?uidp.children_of={org}")).await;
     assert_eq!(status, StatusCode::OK, "[{b}] list: {list}");
-    assert!(!list.to_string().contains("TOPSECRET"), "[{b}] list keeps the secret: {list}");
+    assert!(
+        !list.to_string().contains("TOPSECRET"),
+        "[{b}] list keeps the secret: {list}"
+    );
     assert_eq!(
         list["identityProviders"].as_array().map(|l| l.len()),
         Some(1),
@@ -1606,13 +1692,15 @@ async fn identity_providers_keep_secrets_on(s: &TestServer) {
         !contains_bytes(&sealed, SECRET.as_bytes()),
         "[{b}] the stored secret is sealed"
     );
-    assert!(!stored.oidc.contains("TOPSECRET"), "[{b}] the stored oidc holds no secret: {}", stored.oidc);
+    assert!(
+        !stored.oidc.contains("TOPSECRET"),
+        "[{b}] the stored oidc holds no secret: {}",
+        stored.oidc
+    );
 
     // The organization's owner sees the provider, not the secret.
     let (_, owner) = common::person(s, "owner", &[(org.as_str(), "owner")]).await;
-    let (status, got) = s
-        .call_as(&owner, Method::GET, &format!("{IDPS}/{idp}"), None)
-        .await;
+    let (status, got) = s.call_as(&owner, Method::GET, &format!("{IDPS}/{idp}"), None).await;
     assert_eq!(status, StatusCode::OK, "[{b}] the owner gets it: {got}");
     assert!(!got.to_string().contains("TOPSECRET"), "[{b}] {got}");
 
@@ -1751,7 +1839,12 @@ async fn identity_providers_keep_secrets_on(s: &TestServer) {
     let at_org = format!("{IDPS}/{org}");
     let cases: Vec<(&str, String, Value, &str)> = vec![
         ("a garbage issuer", at_org.clone(), oidc("not a url"), "oidc.issuer"),
-        ("an ftp issuer", at_org.clone(), oidc("ftp://idp.example.com"), "oidc.issuer"),
+        (
+            "an ftp issuer",
+            at_org.clone(),
+            oidc("ftp://idp.example.com"),
+            "oidc.issuer",
+        ),
         (
             "an issuer with a query",
             at_org.clone(),
@@ -1820,9 +1913,7 @@ async fn identity_providers_keep_secrets_on(s: &TestServer) {
 
     // Another organization's provider is NOT_FOUND to this one's owner.
     let other = create_idp(s, &org2, "globex-sso").await;
-    let (status, body) = s
-        .call_as(&owner, Method::GET, &format!("{IDPS}/{other}"), None)
-        .await;
+    let (status, body) = s.call_as(&owner, Method::GET, &format!("{IDPS}/{other}"), None).await;
     assert_not_found(&format!("{b}: another organization's provider"), status, &body);
     let (status, body) = s
         .call_as(
@@ -1845,7 +1936,11 @@ async fn identity_providers_keep_secrets_on(s: &TestServer) {
         .flatten()
         .filter_map(|p| p["uid"].as_str())
         .collect();
-    assert_eq!(listed, vec![idp.as_str()], "[{b}] the owner lists only their own: {list}");
+    assert_eq!(
+        listed,
+        vec![idp.as_str()],
+        "[{b}] the owner lists only their own: {list}"
+    );
 
     // An organization with a provider cannot be deleted; deleting the
     // provider deletes its mappings.
@@ -1863,7 +1958,10 @@ async fn identity_providers_keep_secrets_on(s: &TestServer) {
         "FAILED_PRECONDITION",
     );
     assert!(
-        body["message"].as_str().unwrap_or_default().contains("identity providers"),
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("identity providers"),
         "[{b}] the refusal names identity providers: {body}"
     );
     let (status, body) = s.delete(&format!("{IDPS}/{idp3}")).await;
@@ -1873,7 +1971,11 @@ async fn identity_providers_keep_secrets_on(s: &TestServer) {
     let (status, body) = s.get(&format!("{MAPPINGS}/{mapping_uid}")).await;
     assert_not_found(&format!("{b}: a deleted provider's mapping"), status, &body);
     let (status, body) = s.delete(&format!("/iam/v2/groups/{org3}")).await;
-    assert_eq!(status, StatusCode::OK, "[{b}] the organization, now empty, is deleted: {body}");
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "[{b}] the organization, now empty, is deleted: {body}"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1903,14 +2005,25 @@ async fn mappings_rules_on(s: &TestServer) {
     assert_eq!(m1["identityProviderUid"], idp.as_str(), "[{b}] {m1}");
     assert_eq!(m1["externalGroupId"], "eng", "[{b}] {m1}");
     assert_eq!(m1["roleUid"], viewer.as_str(), "[{b}] {m1}");
-    assert_eq!(m1["scope"], org.as_str(), "[{b}] the scope defaults to the organization: {m1}");
+    assert_eq!(
+        m1["scope"],
+        org.as_str(),
+        "[{b}] the scope defaults to the organization: {m1}"
+    );
 
     // (provider, group, role) is unique.
     let path = format!("{MAPPINGS}/{idp}");
     let (status, body) = s
         .post(&path, json!({ "externalGroupId": "eng", "roleUid": viewer }))
         .await;
-    assert_error(&format!("{b}: a duplicate mapping"), status, &body, 409, 6, "ALREADY_EXISTS");
+    assert_error(
+        &format!("{b}: a duplicate mapping"),
+        status,
+        &body,
+        409,
+        6,
+        "ALREADY_EXISTS",
+    );
     let (status, body) = s
         .post(
             &path,
@@ -1937,12 +2050,7 @@ async fn mappings_rules_on(s: &TestServer) {
     // The same group and role at another provider is another mapping.
     let m4 = create_mapping(s, &idp2, json!({ "externalGroupId": "eng", "roleUid": viewer })).await;
     let m4_uid = uid(&m4);
-    let foreign = create_mapping(
-        s,
-        &foreign_idp,
-        json!({ "externalGroupId": "eng", "roleUid": viewer }),
-    )
-    .await;
+    let foreign = create_mapping(s, &foreign_idp, json!({ "externalGroupId": "eng", "roleUid": viewer })).await;
     let foreign_uid = uid(&foreign);
 
     // The scope is the organization; the role must apply there.
@@ -2002,7 +2110,11 @@ async fn mappings_rules_on(s: &TestServer) {
     }
     for m in [&m1_uid, &m2_uid, &m3_uid, &m4_uid, &foreign_uid] {
         let (status, body) = s.get(&format!("{MAPPINGS}/{m}")).await;
-        assert_eq!(status, StatusCode::OK, "[{b}] refused batches delete nothing ({m}): {body}");
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "[{b}] refused batches delete nothing ({m}): {body}"
+        );
     }
 
     let (status, body) = s
@@ -2025,7 +2137,11 @@ async fn mappings_rules_on(s: &TestServer) {
     }
     let (status, list) = s.get(&format!("{MAPPINGS}?identity_provider_uid={idp}")).await;
     assert_eq!(status, StatusCode::OK, "[{b}] {list}");
-    assert_eq!(mapping_uids(&list), vec![m3_uid.clone()], "[{b}] only ops is left: {list}");
+    assert_eq!(
+        mapping_uids(&list),
+        vec![m3_uid.clone()],
+        "[{b}] only ops is left: {list}"
+    );
 
     // Naming one that is already gone: NOT_FOUND, and the rest stays.
     let (status, body) = s
@@ -2055,7 +2171,10 @@ async fn cli_login_with_invite_code() {
         let code = code_of(b, &invite);
 
         let (status, out) = cli_login(&s, &idp, &idp_uid, "carol", &code).await;
-        assert!(status.success(), "[{b}] ward auth login --invite-code: {status}:\n{out}");
+        assert!(
+            status.success(),
+            "[{b}] ward auth login --invite-code: {status}:\n{out}"
+        );
         let carol = person_uid(&s, &idp.issuer, "user-carol").await;
         assert!(out.contains(&format!("Logged in as {carol}")), "[{b}] {out}");
         assert!(

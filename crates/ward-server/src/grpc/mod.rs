@@ -11,6 +11,7 @@ use crate::rest::MAX_BODY_BYTES;
 use crate::status::{IAM_DOMAIN, grpc_status};
 use crate::ward::Ward;
 
+mod account_associations;
 mod advisories;
 mod iam;
 mod registry;
@@ -92,6 +93,8 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
         v2::external_group_role_mappings_service_server::ExternalGroupRoleMappingsServiceServer<iam::Iam>,
         v2::group_invites_service_server::GroupInvitesServiceServer<iam::Iam>,
         v2::terms_service_server::TermsServiceServer<iam::Iam>,
+        v2::account_associations_service_server::AccountAssociationsServiceServer<iam::Iam>,
+        v2beta1::account_associations_service_server::AccountAssociationsServiceServer<iam::Iam>,
         v2beta1::terms_service_server::TermsServiceServer<iam::Iam>,
         v2beta1::identity_providers_service_server::IdentityProvidersServiceServer<iam::Iam>,
         v2beta1::external_group_role_mappings_service_server::ExternalGroupRoleMappingsServiceServer<iam::Iam>,

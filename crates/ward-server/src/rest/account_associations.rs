@@ -31,8 +31,7 @@ impl Resource for Associations {
         w.create_account_association(c, req).await
     }
     async fn get(w: &Ward, c: &Caller, uid: String) -> Result<AccountAssociation> {
-        w.get_account_association(c, GetAccountAssociationRequest { uid })
-            .await
+        w.get_account_association(c, GetAccountAssociationRequest { uid }).await
     }
     async fn update(w: &Ward, c: &Caller, msg: AccountAssociation, mask: UpdateMask) -> Result<AccountAssociation> {
         w.update_account_association(c, msg, mask).await

@@ -17,6 +17,7 @@ use crate::authz::Caller;
 use crate::status::ApiError;
 use crate::ward::Ward;
 
+mod account_associations;
 pub(crate) mod advisories;
 mod crud;
 mod groups;
@@ -42,6 +43,7 @@ pub fn router(ward: Arc<Ward>, issuer_path: &str) -> axum::Router {
         .merge(registry::routes())
         .merge(advisories::routes())
         .merge(people::routes())
+        .merge(account_associations::routes())
         .merge(login::routes(issuer_path))
         .merge(crate::oci::routes())
         .merge(crate::oci::token_routes(issuer_path))
@@ -109,6 +111,7 @@ const IMPLEMENTED_VERBS: &[&str] = &[
     "checkEligibility",
     "requestGroupAccess",
     "accessRequests",
+    "checkAccountAssociation",
 ];
 
 /// Largest unread request body that is drained so the connection stays

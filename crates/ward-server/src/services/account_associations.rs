@@ -32,7 +32,15 @@ const COLLECTION: &str = "account_associations";
 /// Updates replace whole provider sections; a section in the mask but absent
 /// from the request is removed.
 pub const ASSOCIATION_FIELDS: Updatable = Updatable {
-    mutable: &["name", "description", "amazon", "google", "chainguard", "azure", "github"],
+    mutable: &[
+        "name",
+        "description",
+        "amazon",
+        "google",
+        "chainguard",
+        "azure",
+        "github",
+    ],
     output_only: &["uid", "create_time", "update_time"],
     immutable: &[],
 };
@@ -344,9 +352,7 @@ impl Ward {
                 ));
                 continue;
             }
-            let visible = self
-                .caps_at(caller, &identity)
-                .contains(rpc::GET_IDENTITY.capability);
+            let visible = self.caps_at(caller, &identity).contains(rpc::GET_IDENTITY.capability);
             let found = visible && self.store.get_identity(&identity).await?.is_some();
             if !found {
                 bad.push(violation(field, format!("identity {identity} not found")));
@@ -370,8 +376,7 @@ impl Ward {
             return Err(Error::InvalidArgument(bad));
         };
         self.authorize(caller, &rpc::CREATE_ACCOUNT_ASSOCIATION, &group)?;
-        self.check_service_bindings(caller, &group, bindings, &mut bad)
-            .await?;
+        self.check_service_bindings(caller, &group, bindings, &mut bad).await?;
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));
         }
@@ -456,8 +461,7 @@ impl Ward {
             patch.description = Some(a.description.clone());
         }
         let bindings = check_sections(&a, Some(&mask), &mut bad);
-        self.check_service_bindings(caller, &uid, bindings, &mut bad)
-            .await?;
+        self.check_service_bindings(caller, &uid, bindings, &mut bad).await?;
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));
         }
@@ -540,9 +544,7 @@ impl Ward {
         let (reason, message) = if configured {
             (
                 "not checked",
-                format!(
-                    "this server does not reach {name} to exchange credentials; the configuration is well-formed"
-                ),
+                format!("this server does not reach {name} to exchange credentials; the configuration is well-formed"),
             )
         } else {
             (

@@ -3,6 +3,7 @@
 //! responses or a domain error. Transports only decode, authenticate, call and
 //! encode.
 
+pub mod account_associations;
 pub mod advisories;
 pub mod groups;
 pub mod identities;

@@ -23,3 +23,16 @@ CREATE TABLE group_access_requests (
     PRIMARY KEY (group_uid, identity_uid)
 ) STRICT;
 CREATE INDEX group_access_requests_identity ON group_access_requests (identity_uid);
+
+-- Headless logins in progress: the CLI polls with its device code (kept as
+-- its SHA-256), the person types the user code in a browser anywhere.
+CREATE TABLE device_logins (
+    id          TEXT PRIMARY KEY NOT NULL,
+    user_code   TEXT NOT NULL UNIQUE,
+    idp_uid     TEXT NOT NULL,
+    challenge   TEXT NOT NULL,
+    -- The sealed handoff once the person has logged in.
+    handoff     TEXT,
+    expire_time INTEGER NOT NULL
+) STRICT;
+CREATE INDEX device_logins_expire_time ON device_logins (expire_time);

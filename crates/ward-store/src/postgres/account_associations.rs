@@ -85,7 +85,6 @@ impl AccountAssociationStore for PostgresStore {
     }
 
     async fn list_account_associations(&self, q: &ListQuery) -> Result<Page<AccountAssociationRecord>> {
-        self.list("account_associations", ACCOUNT_ASSOCIATION_COLUMNS, q)
-            .await
+        self.list("account_associations", ACCOUNT_ASSOCIATION_COLUMNS, q).await
     }
 }

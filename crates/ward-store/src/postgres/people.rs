@@ -7,9 +7,9 @@ use ward_core::{Error, Result};
 
 use super::{PostgresStore, bind_identity, insert_binding, insert_identity_sql, lock};
 use crate::people::{
-    AccessRequestRecord, GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord, GroupMappingRecord,
-    IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, IdentityProviderRecord, MAX_DIRECTORY_ROWS,
-    MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord, TermsRecord,
+    AccessRequestRecord, DeviceLoginRecord, GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord,
+    GroupMappingRecord, IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, IdentityProviderRecord, MAX_DEVICE_LOGINS,
+    MAX_DIRECTORY_ROWS, MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord, TermsRecord,
 };
 use crate::sql::{GROUP_INVITE_COLUMNS, GROUP_MAPPING_COLUMNS, IDENTITY_PROVIDER_COLUMNS, PERSON_COLUMNS};
 use crate::{IDENTITY_TYPE, IdentityRecord, ROLE_TYPE, RoleBindingRecord, db_err};
@@ -422,6 +422,98 @@ impl PeopleStore for PostgresStore {
         .fetch_all(&self.pool)
         .await
         .map_err(|e| db_err("group access requests", e))
+    }
+
+    async fn create_device_login(&self, r: &DeviceLoginRecord, now_ms: i64) -> Result<()> {
+        let mut tx = self.begin().await?;
+        // One start at a time: the count holds until commit.
+        sqlx::query("LOCK TABLE device_logins IN SHARE ROW EXCLUSIVE MODE")
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("lock headless logins", e))?;
+        sqlx::query("DELETE FROM device_logins WHERE expire_time <= $1")
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("forget expired headless logins", e))?;
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM device_logins")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| db_err("count headless logins", e))?;
+        if n >= MAX_DEVICE_LOGINS {
+            return Err(Error::ResourceExhausted(
+                "too many headless logins are in progress; try again in a few minutes".into(),
+            ));
+        }
+        let inserted = sqlx::query(
+            "INSERT INTO device_logins (id, user_code, idp_uid, challenge, handoff, expire_time) \
+             VALUES ($1, $2, $3, $4, NULL, $5) ON CONFLICT DO NOTHING",
+        )
+        .bind(&r.id)
+        .bind(&r.user_code)
+        .bind(&r.idp_uid)
+        .bind(&r.challenge)
+        .bind(r.expire_time)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("start headless login", e))?
+        .rows_affected();
+        if inserted == 0 {
+            return Err(Error::AlreadyExists {
+                resource_type: "device login",
+                name: String::new(),
+            });
+        }
+        tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
+    async fn pending_device_login(&self, user_code: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>> {
+        sqlx::query_as(
+            "SELECT id, user_code, idp_uid, challenge, handoff, expire_time FROM device_logins \
+             WHERE user_code = $1 AND handoff IS NULL AND expire_time > $2",
+        )
+        .bind(user_code)
+        .bind(now_ms)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| db_err("find headless login", e))
+    }
+
+    async fn finish_device_login(&self, id: &str, handoff: &str, now_ms: i64) -> Result<bool> {
+        let done =
+            sqlx::query("UPDATE device_logins SET handoff = $1 WHERE id = $2 AND handoff IS NULL AND expire_time > $3")
+                .bind(handoff)
+                .bind(id)
+                .bind(now_ms)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| db_err("finish headless login", e))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn take_device_login(&self, id: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>> {
+        // A finished or expired login is deleted by the one poll that sees it.
+        let taken: Option<DeviceLoginRecord> = sqlx::query_as(
+            "DELETE FROM device_logins WHERE id = $1 AND (handoff IS NOT NULL OR expire_time <= $2) \
+             RETURNING id, user_code, idp_uid, challenge, handoff, expire_time",
+        )
+        .bind(id)
+        .bind(now_ms)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| db_err("take headless login", e))?;
+        if let Some(r) = taken {
+            return Ok((r.expire_time > now_ms).then_some(r));
+        }
+        sqlx::query_as(
+            "SELECT id, user_code, idp_uid, challenge, handoff, expire_time FROM device_logins \
+             WHERE id = $1 AND expire_time > $2",
+        )
+        .bind(id)
+        .bind(now_ms)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| db_err("find headless login", e))
     }
 
     async fn use_once(&self, id: &str, expire_ms: i64, now_ms: i64) -> Result<bool> {

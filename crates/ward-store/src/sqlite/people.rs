@@ -8,9 +8,9 @@ use ward_core::{Error, Result};
 
 use super::{SqliteStore, exists, insert_binding};
 use crate::people::{
-    AccessRequestRecord, GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord, GroupMappingRecord,
-    IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, IdentityProviderRecord, MAX_DIRECTORY_ROWS,
-    MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord, TermsRecord,
+    AccessRequestRecord, DeviceLoginRecord, GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord,
+    GroupMappingRecord, IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, IdentityProviderRecord, MAX_DEVICE_LOGINS,
+    MAX_DIRECTORY_ROWS, MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord, TermsRecord,
 };
 use crate::sql::{GROUP_INVITE_COLUMNS, GROUP_MAPPING_COLUMNS, IDENTITY_PROVIDER_COLUMNS, PERSON_COLUMNS};
 use crate::{GROUP_TYPE, IDENTITY_TYPE, IdentityRecord, ROLE_TYPE, RoleBindingRecord};
@@ -63,6 +63,17 @@ fn person_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PersonRecord> {
         email: r.get(2)?,
         email_verified: r.get(3)?,
         display_name: r.get(4)?,
+    })
+}
+
+fn device_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DeviceLoginRecord> {
+    Ok(DeviceLoginRecord {
+        id: r.get(0)?,
+        user_code: r.get(1)?,
+        idp_uid: r.get(2)?,
+        challenge: r.get(3)?,
+        handoff: r.get(4)?,
+        expire_time: r.get(5)?,
     })
 }
 
@@ -561,6 +572,82 @@ impl PeopleStore for SqliteStore {
                 })
             })?
             .collect()
+        })
+        .await
+    }
+
+    async fn create_device_login(&self, r: &DeviceLoginRecord, now_ms: i64) -> Result<()> {
+        let r = r.clone();
+        self.write("start headless login", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute("DELETE FROM device_logins WHERE expire_time <= ?1", [now_ms])?;
+            let n: i64 = tx.query_row("SELECT COUNT(*) FROM device_logins", [], |row| row.get(0))?;
+            if n >= MAX_DEVICE_LOGINS {
+                return Ok(Err(Error::ResourceExhausted(
+                    "too many headless logins are in progress; try again in a few minutes".into(),
+                )));
+            }
+            let inserted = tx.execute(
+                "INSERT INTO device_logins (id, user_code, idp_uid, challenge, handoff, expire_time) \
+                 VALUES (?1, ?2, ?3, ?4, NULL, ?5) ON CONFLICT DO NOTHING",
+                params![r.id, r.user_code, r.idp_uid, r.challenge, r.expire_time],
+            )?;
+            if inserted == 0 {
+                return Ok(Err(Error::AlreadyExists {
+                    resource_type: "device login",
+                    name: String::new(),
+                }));
+            }
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn pending_device_login(&self, user_code: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>> {
+        let code = user_code.to_owned();
+        self.read("find headless login", move |c| {
+            c.prepare_cached(
+                "SELECT id, user_code, idp_uid, challenge, handoff, expire_time FROM device_logins \
+                 WHERE user_code = ?1 AND handoff IS NULL AND expire_time > ?2",
+            )?
+            .query_row(params![code, now_ms], device_from_row)
+            .optional()
+        })
+        .await
+    }
+
+    async fn finish_device_login(&self, id: &str, handoff: &str, now_ms: i64) -> Result<bool> {
+        let (id, handoff) = (id.to_owned(), handoff.to_owned());
+        self.write("finish headless login", move |c| {
+            c.execute(
+                "UPDATE device_logins SET handoff = ?1 WHERE id = ?2 AND handoff IS NULL AND expire_time > ?3",
+                params![handoff, id, now_ms],
+            )
+            .map(|n| n == 1)
+        })
+        .await
+    }
+
+    async fn take_device_login(&self, id: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>> {
+        let id = id.to_owned();
+        self.write("take headless login", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let found = tx
+                .prepare_cached(
+                    "SELECT id, user_code, idp_uid, challenge, handoff, expire_time FROM device_logins WHERE id = ?1",
+                )?
+                .query_row([&id], device_from_row)
+                .optional()?;
+            let out = match found {
+                Some(r) if r.expire_time <= now_ms || r.handoff.is_some() => {
+                    tx.execute("DELETE FROM device_logins WHERE id = ?1", [&id])?;
+                    (r.expire_time > now_ms).then_some(r)
+                }
+                other => other,
+            };
+            tx.commit()?;
+            Ok(out)
         })
         .await
     }

@@ -226,6 +226,22 @@ impl Ward {
     /// still exists; an invite for an email needs the caller's verified email
     /// from their login to be that one.
     pub async fn register(&self, caller: &Caller, req: RegistrationRequest) -> Result<Session> {
+        // Invites are for people: root-level identities. A workload lives in
+        // a group and is bound only within its organization; the server admin
+        // is no stored identity; a narrowed token may not widen its identity.
+        if caller.is_admin {
+            return Err(Error::PermissionDenied("the server admin does not join groups".into()));
+        }
+        if caller.subject.contains('/') {
+            return Err(Error::PermissionDenied(
+                "invites are for people (root-level identities); bind a workload's identity with a role binding".into(),
+            ));
+        }
+        if caller.claims.scopes.is_some() || caller.claims.cap.is_some() {
+            return Err(Error::PermissionDenied(
+                "a narrowed token (scopes or cap) cannot accept invites".into(),
+            ));
+        }
         let code = self.open_invite_code(&req.code)?;
         let now = self.clock.now_millis();
         if code.exp.saturating_mul(1000) <= now {

@@ -49,7 +49,7 @@ pub const MAX_SCOPE_LEN: usize = 64;
 pub const MAX_CLAIM_NAME_LEN: usize = 128;
 
 /// Checks an issuer URL: http(s), a host, no query, fragment or credentials.
-fn check_issuer(field: &str, issuer: &str, bad: &mut Vec<FieldViolation>) {
+fn check_issuer(field: &str, issuer: &str, allow_http: bool, bad: &mut Vec<FieldViolation>) {
     if issuer.is_empty() {
         bad.push(violation(field, format!("{field} is required")));
         return;
@@ -59,7 +59,7 @@ fn check_issuer(field: &str, issuer: &str, bad: &mut Vec<FieldViolation>) {
         return;
     }
     let ok = url::Url::parse(issuer).is_ok_and(|u| {
-        matches!(u.scheme(), "https" | "http")
+        (u.scheme() == "https" || (allow_http && u.scheme() == "http"))
             && u.host_str().is_some_and(|h| !h.is_empty())
             && u.query().is_none()
             && u.fragment().is_none()
@@ -76,8 +76,8 @@ fn check_issuer(field: &str, issuer: &str, bad: &mut Vec<FieldViolation>) {
 
 /// Checks the OIDC configuration; `secret_stored` is whether a secret will be
 /// kept (on update, the stored one unless cleared).
-fn check_oidc(o: &Oidc, secret_stored: bool, bad: &mut Vec<FieldViolation>) {
-    check_issuer("oidc.issuer", &o.issuer, bad);
+fn check_oidc(o: &Oidc, secret_stored: bool, allow_http: bool, bad: &mut Vec<FieldViolation>) {
+    check_issuer("oidc.issuer", &o.issuer, allow_http, bad);
     if o.client_id.is_empty() {
         bad.push(violation("oidc.client_id", "oidc.client_id is required"));
     } else {
@@ -207,7 +207,7 @@ impl Ward {
             }
         };
         if let Some(o) = &oidc {
-            check_oidc(o, !o.client_secret.is_empty(), &mut bad);
+            check_oidc(o, !o.client_secret.is_empty(), self.upstream.allows_http(), &mut bad);
         }
         if let Some(p) = &parent
             && !p.is_root()
@@ -359,6 +359,7 @@ impl Ward {
                     ..oidc.clone()
                 },
                 secret_stored,
+                self.upstream.allows_http(),
                 &mut bad,
             );
         }
