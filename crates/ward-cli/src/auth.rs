@@ -36,7 +36,7 @@ pub enum AuthCommand {
         identity: Option<String>,
         /// File holding the identity token, or `-` to read it from stdin. A
         /// file is read again whenever the cached token needs renewing.
-        #[arg(long, value_name = "FILE", requires = "identity", conflicts_with_all = ["idp", "no_browser", "invite_code"])]
+        #[arg(long, value_name = "FILE", requires = "identity", conflicts_with_all = ["idp", "no_browser", "headless", "invite_code"])]
         identity_token: Option<PathBuf>,
         /// Audience of the Ward token [default: the API URL].
         #[arg(long)]
@@ -49,6 +49,10 @@ pub enum AuthCommand {
         /// (the browser must run on this machine: it returns to a port here).
         #[arg(long)]
         no_browser: bool,
+        /// Browser login from a machine without a browser (an SSH session):
+        /// open the printed URL on any device and type the printed code.
+        #[arg(long, conflicts_with = "no_browser")]
+        headless: bool,
         /// After logging in, accept this group invite (`-`: read it from stdin).
         #[arg(long, value_name = "CODE")]
         invite_code: Option<String>,
@@ -85,6 +89,13 @@ async fn auth(conn: &Connection, cmd: AuthCommand) -> anyhow::Result<()> {
             audience,
             ..
         } => login(conn, identity, &identity_token, audience).await,
+        AuthCommand::Login {
+            idp: Some(idp),
+            headless: true,
+            invite_code,
+            audience: None,
+            ..
+        } => crate::login::headless_login(conn, &idp, invite_code.as_deref()).await,
         AuthCommand::Login {
             idp: Some(idp),
             no_browser,

@@ -81,7 +81,21 @@ pub async fn browser_login(conn: &Connection, idp: &str, no_browser: bool, invit
     let code = tokio::time::timeout(WAIT, wait_for_code(&listener, &state))
         .await
         .context("timed out waiting for the browser login")??;
-    let token = redeem(&issuer, &code, &verifier).await?;
+    let token = redeem(
+        &issuer,
+        &[
+            ("grant_type", "authorization_code"),
+            ("code", &code),
+            ("code_verifier", &verifier),
+        ],
+    )
+    .await?
+    .map_err(|e| anyhow::anyhow!("the login could not be finished: {} ({})", e.error_description, e.error))?;
+    finish(conn, issuer, token, invite).await
+}
+
+/// Caches the token, says who is logged in, and accepts an invite if given.
+async fn finish(conn: &Connection, issuer: String, token: Token, invite: Option<&str>) -> anyhow::Result<()> {
     let audience = default_audience(conn);
     Cache::from_env()?.store(&Entry {
         audience: audience.clone(),
@@ -195,16 +209,90 @@ async fn respond(conn: &mut tokio::net::TcpStream, status: &str, text: &str) {
     let _ = conn.shutdown().await;
 }
 
-/// Redeems the handoff code with the PKCE verifier.
-async fn redeem(issuer: &str, code: &str, verifier: &str) -> anyhow::Result<Token> {
+/// Logs in without a browser on this machine (an SSH session): the person
+/// opens a URL anywhere and types the code shown here, while the CLI polls.
+pub async fn headless_login(conn: &Connection, idp: &str, invite: Option<&str>) -> anyhow::Result<()> {
+    #[derive(Deserialize)]
+    struct Started {
+        device_code: String,
+        user_code: String,
+        verification_uri: String,
+        verification_uri_complete: String,
+        expires_in: u64,
+        interval: u64,
+    }
+    let issuer = match &conn.issuer {
+        Some(i) => i.trim_end_matches('/').to_owned(),
+        None => discover_issuer(&conn.api).await?,
+    };
+    let verifier = random_text(32);
+    let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
     let body: String = form_urlencoded::Serializer::new(String::new())
-        .append_pair("grant_type", "authorization_code")
-        .append_pair("code", code)
-        .append_pair("code_verifier", verifier)
+        .append_pair("idp_id", idp)
+        .append_pair("code_challenge", &challenge)
+        .append_pair("code_challenge_method", "S256")
         .finish();
-    let resp = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()?
+    let resp = http()?
+        .post(format!("{issuer}/oauth/device/code"))
+        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .with_context(|| format!("starting a headless login at {issuer}"))?;
+    let ok = resp.status().is_success();
+    let bytes = resp.bytes().await?;
+    if !ok {
+        let e = oauth_error(&bytes);
+        bail!("the login could not start: {} ({})", e.error_description, e.error);
+    }
+    let started: Started = serde_json::from_slice(&bytes).context("decoding the headless login's codes")?;
+    eprintln!(
+        "To log in, open {} in a browser on any device and enter the code
+
+  {}
+
+(or open {})
+",
+        started.verification_uri, started.user_code, started.verification_uri_complete
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(started.expires_in.min(3600));
+    let mut interval = Duration::from_secs(started.interval.clamp(1, 60));
+    let pairs = [
+        ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
+        ("device_code", started.device_code.as_str()),
+        ("code_verifier", verifier.as_str()),
+    ];
+    loop {
+        tokio::time::sleep(interval).await;
+        match redeem(&issuer, &pairs).await? {
+            Ok(token) => return finish(conn, issuer, token, invite).await,
+            Err(e) if e.error == "authorization_pending" => {}
+            Err(e) if e.error == "slow_down" => interval += Duration::from_secs(5),
+            Err(e) => bail!("the login could not be finished: {} ({})", e.error_description, e.error),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("the code expired before the login finished; run the command again");
+        }
+    }
+}
+
+fn http() -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?)
+}
+
+fn oauth_error(bytes: &[u8]) -> OAuthError {
+    serde_json::from_slice(bytes).unwrap_or(OAuthError {
+        error: "error".into(),
+        error_description: String::from_utf8_lossy(bytes).chars().take(200).collect(),
+    })
+}
+
+/// Posts to `/oauth/token`: the token, or the OAuth error the server gave.
+async fn redeem(issuer: &str, pairs: &[(&str, &str)]) -> anyhow::Result<Result<Token, OAuthError>> {
+    let body: String = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs.iter())
+        .finish();
+    let resp = http()?
         .post(format!("{issuer}/oauth/token"))
         .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(body)
@@ -214,11 +302,9 @@ async fn redeem(issuer: &str, code: &str, verifier: &str) -> anyhow::Result<Toke
     let ok = resp.status().is_success();
     let bytes = resp.bytes().await?;
     if !ok {
-        let e: OAuthError = serde_json::from_slice(&bytes).unwrap_or(OAuthError {
-            error: "error".into(),
-            error_description: String::from_utf8_lossy(&bytes).chars().take(200).collect(),
-        });
-        bail!("the login could not be finished: {} ({})", e.error_description, e.error);
+        return Ok(Err(oauth_error(&bytes)));
     }
-    serde_json::from_slice(&bytes).context("decoding the login's token")
+    serde_json::from_slice(&bytes)
+        .context("decoding the login's token")
+        .map(Ok)
 }

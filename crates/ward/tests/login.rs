@@ -1120,3 +1120,117 @@ async fn refused_id_token(s: &TestServer, idp: &TestIdp, org: &Org, case: &str, 
         "[{b}] {case}: no identity created"
     );
 }
+
+/// Posts the device page's form with `origin` as the browser's Origin.
+async fn post_device_form(s: &TestServer, user_code: &str, origin: &str) -> Reply {
+    let req = client()
+        .post(format!("{}/oauth/device", s.base))
+        .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(reqwest::header::ORIGIN, origin)
+        .body(form(&[("user_code", user_code)]));
+    reply(req).await
+}
+
+/// The headless (device-code) login: the CLI prints a URL and a code; the
+/// person opens the URL on another device, types the code, logs in at the
+/// IdP; the CLI, polling, ends logged in. Cross-site form posts, wrong codes,
+/// replayed callbacks and reused device codes are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_login_end_to_end() {
+    for s in dev_servers().await {
+        let b = s.backend;
+        let idp = TestIdp::start().await;
+        let org = org_with_idp(&s, &idp, "acme").await;
+        let term = Terminal::new();
+        let mut login = Login::spawn(term.command(&s, &["auth", "login", "--headless", "--idp", &org.idp]));
+        // The code: two groups of four consonants.
+        let code_re = regex::Regex::new(r"\b([B-DF-HJ-NP-TV-XZ]{4}-[B-DF-HJ-NP-TV-XZ]{4})\b").unwrap();
+        let user_code = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = login.lines.recv().await {
+                if let Some(c) = code_re.captures(&line) {
+                    return Some(c[1].to_owned());
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("[{b}] no user code printed:\n{}", login.transcript()));
+        assert!(
+            login.transcript().contains(&format!("{}/oauth/device", s.base)),
+            "[{b}] the verification URL is printed:\n{}",
+            login.transcript()
+        );
+
+        // The page shows what the code logs in to.
+        let page = get(&format!(
+            "{}/oauth/device?user_code={}",
+            s.base,
+            enc(&user_code.to_lowercase())
+        ))
+        .await;
+        assert_eq!(page.status, StatusCode::OK, "[{b}] {page:?}");
+        assert!(
+            page.body.contains("corp-sso") && page.body.contains(&user_code),
+            "[{b}] {}",
+            page.body
+        );
+        // Another site cannot submit the code for the person.
+        let r = post_device_form(&s, &user_code, "https://evil.example").await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "[{b}] cross-site post: {r:?}");
+        assert!(r.location.is_none(), "[{b}] {r:?}");
+        // A wrong code is refused.
+        let r = post_device_form(&s, "BCDF-GHJK", &s.base).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] wrong code: {r:?}");
+
+        // The person confirms (typing it with spaces is fine), logs in at the IdP.
+        let r = post_device_form(&s, &user_code.replace('-', " "), &s.base).await;
+        let authorize = r.redirect().unwrap_or_else(|| panic!("[{b}] confirm: {r:?}"));
+        assert!(authorize.starts_with(&idp.authorize_endpoint()), "[{b}] {authorize}");
+        let callback = idp.approve(&authorize, "carol", &["eng"]).await;
+        let done = get(&callback).await;
+        assert_eq!(done.status, StatusCode::OK, "[{b}] callback: {done:?}");
+        assert!(done.body.contains("logged in"), "[{b}] {}", done.body);
+        assert!(done.location.is_none(), "[{b}] nothing is handed to a redirect");
+        // The same callback again is refused.
+        let again = get(&callback).await;
+        assert_eq!(
+            again.status,
+            StatusCode::BAD_REQUEST,
+            "[{b}] replayed callback: {again:?}"
+        );
+        // The code no longer starts a login.
+        let r = post_device_form(&s, &user_code, &s.base).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] a used code: {r:?}");
+
+        let (status, out) = login.finish().await;
+        assert!(status.success(), "[{b}] ward auth login --headless: {status}\n{out}");
+        let carol = person_uid(&s, &idp.issuer, "user-carol").await;
+        assert!(out.contains(&format!("Logged in as {carol}")), "[{b}] {out}");
+        let token = term.token(&s).await;
+        let claims = {
+            let payload = token.split('.').nth(1).expect("jwt");
+            serde_json::from_slice::<Value>(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
+        };
+        assert_eq!(claims["sub"], carol.as_str(), "[{b}] {claims}");
+        assert_eq!(
+            claims["roles"],
+            json!([{ "scope": org.uid, "role": org.editor }]),
+            "[{b}] the mapped role rides in the session: {claims}"
+        );
+
+        // Polling with an unknown device code, or without a matching verifier.
+        let r = post_form(
+            &format!("{}/oauth/token", s.base),
+            &[
+                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
+                ("device_code", "not-a-device-code"),
+                ("code_verifier", &"v".repeat(43)),
+            ],
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] {r:?}");
+        assert_eq!(r.json()["error"], "invalid_grant", "[{b}] {r:?}");
+    }
+}

@@ -12,7 +12,10 @@ use serde_json::json;
 use ward_core::Error;
 
 use super::{MAX_BODY_BYTES, Params};
-use crate::services::people::login::LoginStart;
+use crate::services::people::login::{Callback, LoginStart};
+
+/// RFC 8628's grant type.
+const DEVICE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
 use crate::ward::Ward;
 
 pub fn routes(issuer_path: &str) -> axum::Router<Arc<Ward>> {
@@ -20,6 +23,155 @@ pub fn routes(issuer_path: &str) -> axum::Router<Arc<Ward>> {
         .route(&format!("{issuer_path}/oauth"), get(start))
         .route(&format!("{issuer_path}/oauth/callback"), get(callback))
         .route(&format!("{issuer_path}/oauth/token"), post(token))
+        .route(&format!("{issuer_path}/oauth/device/code"), post(device_code))
+        .route(
+            &format!("{issuer_path}/oauth/device"),
+            get(device_page).post(device_confirm),
+        )
+}
+
+/// A page for the person in the browser.
+fn page(status: http::StatusCode, title: &str, body_html: &str) -> Response {
+    let page = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{title}</title></head><body><h1>{title}</h1>{body_html}</body></html>"
+    );
+    let mut resp = (status, Html(page)).into_response();
+    let headers = resp.headers_mut();
+    headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
+    // Never framed: a hidden frame cannot make a person confirm a code.
+    headers.insert("x-frame-options", http::HeaderValue::from_static("DENY"));
+    headers.insert(
+        "content-security-policy",
+        http::HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
+    );
+    resp
+}
+
+/// The form a person types the terminal's code into.
+fn code_form(message: &str) -> String {
+    format!(
+        "<p>{}</p><form method=\"post\" action=\"\"><label>Code <input name=\"user_code\" id=\"user_code\" \
+         autocomplete=\"off\" placeholder=\"XXXX-XXXX\"></label> <button type=\"submit\" id=\"confirm\">Continue</button></form>",
+        escape(message)
+    )
+}
+
+/// `GET /oauth/device[?user_code=]`: the code form, or, for a code in
+/// progress, what it will log in to and a button to go on.
+async fn device_page(State(w): State<Arc<Ward>>, mut q: Params) -> Response {
+    let typed = q.string("user_code");
+    if typed.is_empty() {
+        return page(
+            http::StatusCode::OK,
+            "Log in a terminal",
+            &code_form("Enter the code your terminal shows."),
+        );
+    }
+    match w.device_pending(&typed).await {
+        Ok((login, idp)) => page(
+            http::StatusCode::OK,
+            "Log in a terminal",
+            &format!(
+                "<p>Continue only if you started <code>ward auth login --headless</code> yourself and it shows \
+                 <b>{}</b>. You will log in at <b>{}</b> ({}).</p>\
+                 <form method=\"post\" action=\"\"><input type=\"hidden\" name=\"user_code\" value=\"{}\">\
+                 <button type=\"submit\" id=\"confirm\">Continue</button></form>",
+                escape(&login.user_code),
+                escape(&idp.name),
+                escape(&idp.issuer),
+                escape(&login.user_code)
+            ),
+        ),
+        Err(e) => page(
+            http::StatusCode::BAD_REQUEST,
+            "Log in a terminal",
+            &code_form(&e.message()),
+        ),
+    }
+}
+
+/// Whether a form POST comes from Ward's own page: browsers say where a
+/// request comes from (`Sec-Fetch-Site`, `Origin`); a cross-site one is
+/// refused, so another site cannot submit a code on a person's behalf.
+fn same_origin(w: &Ward, headers: &http::HeaderMap) -> bool {
+    let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+    if site.is_some_and(|s| s != "same-origin" && s != "none") {
+        return false;
+    }
+    let Some(origin) = headers.get(http::header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let issuer = w.tokens.issuer();
+    let issuer_origin = url::Url::parse(issuer).map(|u| u.origin().ascii_serialization());
+    issuer_origin.is_ok_and(|o| o == origin)
+}
+
+/// `POST /oauth/device` (the form): starts the login at the provider.
+async fn device_confirm(State(w): State<Arc<Ward>>, headers: http::HeaderMap, req: Request) -> Response {
+    if !same_origin(&w, &headers) {
+        return page(
+            http::StatusCode::FORBIDDEN,
+            "Log in a terminal",
+            "<p>This form must be sent from this server's own page.</p>",
+        );
+    }
+    let body = axum::body::to_bytes(req.into_body(), 4096).await.unwrap_or_default();
+    let typed = form_urlencoded::parse(&body)
+        .find(|(k, _)| k == "user_code")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    match w.device_confirm(&typed).await {
+        Ok(to) => redirect(&to),
+        Err(e) => page(
+            http::StatusCode::BAD_REQUEST,
+            "Log in a terminal",
+            &code_form(&e.message()),
+        ),
+    }
+}
+
+/// `POST /oauth/device/code` (the CLI): a headless login's codes.
+async fn device_code(State(w): State<Arc<Ward>>, req: Request) -> Response {
+    let Ok(body) = axum::body::to_bytes(req.into_body(), 4096).await else {
+        return oauth_error(
+            http::StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "the body is too large",
+        );
+    };
+    let (mut idp, mut challenge, mut method) = (String::new(), String::new(), String::new());
+    for (k, v) in form_urlencoded::parse(&body) {
+        match &*k {
+            "idp_id" => idp = v.into_owned(),
+            "code_challenge" => challenge = v.into_owned(),
+            "code_challenge_method" => method = v.into_owned(),
+            _ => {}
+        }
+    }
+    if !matches!(method.as_str(), "" | "S256") {
+        return oauth_error(
+            http::StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "code_challenge_method must be S256",
+        );
+    }
+    match w.device_start(&idp, &challenge).await {
+        Ok(start) => {
+            let mut resp = axum::Json(start).into_response();
+            resp.headers_mut()
+                .insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
+            resp
+        }
+        Err(e) => {
+            let status = http::StatusCode::from_u16(e.code().http_status()).unwrap_or(http::StatusCode::BAD_REQUEST);
+            let kind = if status == http::StatusCode::TOO_MANY_REQUESTS {
+                "slow_down"
+            } else {
+                "invalid_request"
+            };
+            oauth_error(status, kind, &e.message())
+        }
+    }
 }
 
 /// Parameters other Chainguard-style clients send that Ward does not use.
@@ -118,7 +270,12 @@ async fn callback(State(w): State<Arc<Ward>>, mut q: Params) -> Response {
     }
     let error = (!error.is_empty()).then_some(error.as_str());
     match w.login_callback(&code, &state, error).await {
-        Ok(to) => redirect(&to),
+        Ok(Callback::Redirect(to)) => redirect(&to),
+        Ok(Callback::DeviceDone) => page(
+            http::StatusCode::OK,
+            "Logged in",
+            "<p>You are logged in. Return to your terminal; you can close this window.</p>",
+        ),
         Err(e) => {
             tracing::info!(error = %e.message(), "login refused");
             error_page(&e)
@@ -148,23 +305,34 @@ async fn token(State(w): State<Arc<Ward>>, req: Request) -> Response {
     let mut code = String::new();
     let mut verifier = String::new();
     let mut grant_type = String::new();
+    let mut device_code = String::new();
     for (k, v) in form_urlencoded::parse(&body) {
         match &*k {
             "code" => code = v.into_owned(),
             "code_verifier" => verifier = v.into_owned(),
             "grant_type" => grant_type = v.into_owned(),
+            "device_code" => device_code = v.into_owned(),
             _ => {}
         }
     }
-    if grant_type != "authorization_code" {
-        return oauth_error(
+    let result = match grant_type.as_str() {
+        "authorization_code" => w.login_token(&code, &verifier).await.map(Some),
+        DEVICE_GRANT => w.device_token(&device_code, &verifier).await,
+        _ => {
+            return oauth_error(
+                http::StatusCode::BAD_REQUEST,
+                "unsupported_grant_type",
+                "grant_type must be authorization_code or urn:ietf:params:oauth:grant-type:device_code",
+            );
+        }
+    };
+    match result {
+        Ok(None) => oauth_error(
             http::StatusCode::BAD_REQUEST,
-            "unsupported_grant_type",
-            "grant_type must be authorization_code",
-        );
-    }
-    match w.login_token(&code, &verifier).await {
-        Ok(t) => {
+            "authorization_pending",
+            "the person has not finished logging in yet",
+        ),
+        Ok(Some(t)) => {
             let expiry = serde_json::to_value(ward_proto::Timestamp {
                 seconds: t.expiry_secs,
                 nanos: 0,

@@ -32,7 +32,7 @@ use ward_auth::{Actor, Audience, Grant, SessionRole};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 use ward_proto::iam::v2::{ClaimMatch, RelationshipType, claim_match};
-use ward_store::people::{IDENTITY_PROVIDER_TYPE, IdentityProviderRecord, PersonRecord};
+use ward_store::people::{DeviceLoginRecord, IDENTITY_PROVIDER_TYPE, IdentityProviderRecord, PersonRecord};
 use ward_store::{IdentityRecord, RoleBindingRecord};
 
 use super::providers::stored_oidc;
@@ -73,6 +73,10 @@ struct State {
     cli_state: String,
     cli_challenge: String,
     exp: i64,
+    /// A headless login: the device login (its id) the result goes to,
+    /// instead of a loopback redirect.
+    #[serde(default)]
+    device: String,
 }
 
 /// What the handoff code carries to `/oauth/token`.
@@ -86,6 +90,61 @@ struct Handoff {
     act_aud: String,
     challenge: String,
     exp: i64,
+}
+
+/// Where the browser goes after the provider's callback.
+pub enum Callback {
+    /// The CLI's loopback, with the handoff code (or the provider's error).
+    Redirect(String),
+    /// A headless login finished: the CLI collects it by polling.
+    DeviceDone,
+}
+
+/// A headless login, as the CLI starts it (RFC 8628's answer).
+#[derive(Debug, Serialize)]
+pub struct DeviceStart {
+    pub device_code: String,
+    pub user_code: String,
+    pub verification_uri: String,
+    pub verification_uri_complete: String,
+    pub expires_in: i64,
+    pub interval: i64,
+}
+
+/// Seconds between the CLI's polls of a headless login.
+pub const DEVICE_POLL_SECS: i64 = 5;
+
+/// User codes: 8 letters without vowels (no words, no look-alikes),
+/// shown as XXXX-XXXX: 20^8 ≈ 2.6e10 codes.
+const USER_CODE_LETTERS: &[u8] = b"BCDFGHJKLMNPQRSTVWXZ";
+
+fn user_code() -> String {
+    use rand::Rng as _;
+    let mut rng = rand::thread_rng();
+    let letters: String = (0..8)
+        .map(|_| USER_CODE_LETTERS[rng.gen_range(0..USER_CODE_LETTERS.len())] as char)
+        .collect();
+    format!("{}-{}", &letters[..4], &letters[4..])
+}
+
+/// A typed user code as stored: upper case, the dash where it belongs,
+/// spaces and other dashes ignored.
+fn normalize_user_code(typed: &str) -> Option<String> {
+    if typed.len() > 64 {
+        return None;
+    }
+    let letters: String = typed
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != '-')
+        .map(|c| c.to_ascii_uppercase())
+        .collect();
+    (letters.len() == 8 && letters.bytes().all(|b| USER_CODE_LETTERS.contains(&b)))
+        .then(|| format!("{}-{}", &letters[..4], &letters[4..]))
+}
+
+/// How a device code is stored: its SHA-256, hex.
+fn device_id(device_code: &str) -> String {
+    hex::encode(Sha256::digest(device_code.as_bytes()))
 }
 
 /// A finished login, handed to the CLI.
@@ -133,6 +192,22 @@ fn check_redirect(redirect: &str) -> Result<()> {
         return Err(bad());
     }
     Ok(())
+}
+
+/// The CLI's PKCE challenge: S256 output, 43 base64url characters.
+fn check_challenge(challenge: &str) -> Result<()> {
+    let ok = challenge.len() == 43
+        && challenge
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "code_challenge",
+            "code_challenge is required: base64url(SHA-256(code_verifier)), 43 characters",
+        ))
+    }
 }
 
 /// `base` with `params` appended to its query.
@@ -220,19 +295,23 @@ impl Ward {
                 "code_challenge_method must be S256",
             ));
         }
-        let challenge_ok = req.code_challenge.len() == 43
-            && req
-                .code_challenge
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !challenge_ok {
-            return Err(Error::invalid(
-                "code_challenge",
-                "code_challenge is required: base64url(SHA-256(code_verifier)), 43 characters",
-            ));
-        }
+        check_challenge(&req.code_challenge)?;
         let idp = self.login_provider(&req.idp_id).await?;
-        let oidc = stored_oidc(&idp)?;
+        self.provider_redirect(&idp, req.redirect, req.state, req.code_challenge, String::new())
+            .await
+    }
+
+    /// The URL at the provider's authorization endpoint for a login whose
+    /// result goes to `redirect` (with `cli_state`) or to a device login.
+    async fn provider_redirect(
+        &self,
+        idp: &IdentityProviderRecord,
+        redirect: String,
+        cli_state: String,
+        cli_challenge: String,
+        device: String,
+    ) -> Result<String> {
+        let oidc = stored_oidc(idp)?;
         let discovery = self.upstream.discovery(&idp.issuer).await?;
         let endpoint = discovery
             .get("authorization_endpoint")
@@ -248,10 +327,11 @@ impl Ward {
             } else {
                 String::new()
             },
-            redirect: req.redirect,
-            cli_state: req.state,
-            cli_challenge: req.code_challenge,
+            redirect,
+            cli_state,
+            cli_challenge,
             exp: self.clock.now_secs() + LOGIN_TTL_SECS,
+            device,
         };
         let sealed = self.secret.seal_text(
             Purpose::LoginState,
@@ -297,7 +377,7 @@ impl Ward {
 
     /// Step 2: the identity provider's answer. Returns where to send the
     /// browser: the CLI's loopback, with a handoff code or an error.
-    pub async fn login_callback(&self, code: &str, sealed_state: &str, error: Option<&str>) -> Result<String> {
+    pub async fn login_callback(&self, code: &str, sealed_state: &str, error: Option<&str>) -> Result<Callback> {
         let state = self.open_state(sealed_state)?;
         let now = self.clock.now_secs();
         if state.exp <= now {
@@ -315,10 +395,14 @@ impl Ward {
         }
         if let Some(err) = error {
             let err: String = err.chars().filter(char::is_ascii_graphic).take(64).collect();
+            if !state.device.is_empty() {
+                return Err(login_failed(format!("the identity provider refused the login: {err}")));
+            }
             return with_query(
                 &state.redirect,
                 &[("error", err.as_str()), ("state", state.cli_state.as_str())],
-            );
+            )
+            .map(Callback::Redirect);
         }
         if code.is_empty() || code.len() > MAX_CODE_LEN {
             return Err(Error::invalid("code", "the identity provider sent no valid code"));
@@ -393,10 +477,112 @@ impl Ward {
             Purpose::LoginHandoff,
             &serde_json::to_vec(&handoff).map_err(|e| Error::internal(format_args!("encode handoff: {e}")))?,
         );
+        if !state.device.is_empty() {
+            if !self
+                .store
+                .finish_device_login(&state.device, &sealed, now * 1000)
+                .await?
+            {
+                return Err(Error::invalid(
+                    "state",
+                    "this headless login expired or was finished already; start it again in your terminal",
+                ));
+            }
+            return Ok(Callback::DeviceDone);
+        }
         with_query(
             &state.redirect,
             &[("code", sealed.as_str()), ("state", state.cli_state.as_str())],
         )
+        .map(Callback::Redirect)
+    }
+
+    /// Headless login, step 1 (the CLI): a device login, with the user code
+    /// the person types in a browser anywhere.
+    pub async fn device_start(&self, idp_id: &str, code_challenge: &str) -> Result<DeviceStart> {
+        check_challenge(code_challenge)?;
+        let idp = self.login_provider(idp_id).await?;
+        let now_ms = self.clock.now_millis();
+        let device_code = random_text(32);
+        let mut tries = 0;
+        loop {
+            let user_code = user_code();
+            let record = DeviceLoginRecord {
+                id: device_id(&device_code),
+                user_code: user_code.clone(),
+                idp_uid: idp.uid.clone(),
+                challenge: code_challenge.to_owned(),
+                handoff: None,
+                expire_time: now_ms + LOGIN_TTL_SECS * 1000,
+            };
+            match self.store.create_device_login(&record, now_ms).await {
+                Ok(()) => {
+                    let verification_uri = format!("{}/oauth/device", self.tokens.issuer());
+                    return Ok(DeviceStart {
+                        verification_uri_complete: with_query(&verification_uri, &[("user_code", &user_code)])?,
+                        verification_uri,
+                        device_code,
+                        user_code,
+                        expires_in: LOGIN_TTL_SECS,
+                        interval: DEVICE_POLL_SECS,
+                    });
+                }
+                // A user code already in use: draw another.
+                Err(Error::AlreadyExists { .. }) if tries < 3 => tries += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The identity provider of a pending headless login, by its user code
+    /// as a person typed it.
+    pub async fn device_pending(&self, typed: &str) -> Result<(DeviceLoginRecord, IdentityProviderRecord)> {
+        let unknown = || {
+            Error::invalid(
+                "user_code",
+                "no login in progress has this code; check it in your terminal",
+            )
+        };
+        let code = normalize_user_code(typed).ok_or_else(unknown)?;
+        let login = self
+            .store
+            .pending_device_login(&code, self.clock.now_millis())
+            .await?
+            .ok_or_else(unknown)?;
+        let idp = self
+            .store
+            .get_identity_provider(&Uidp::parse("idp", &login.idp_uid)?)
+            .await?
+            .ok_or_else(|| login_failed("the identity provider was deleted during the login"))?;
+        Ok((login, idp))
+    }
+
+    /// Headless login, step 2 (the person, in a browser): the confirmed user
+    /// code starts the login at the provider; its result goes to the device
+    /// login, for the CLI's next poll.
+    pub async fn device_confirm(&self, typed: &str) -> Result<String> {
+        let (login, idp) = self.device_pending(typed).await?;
+        self.provider_redirect(&idp, String::new(), String::new(), login.challenge, login.id)
+            .await
+    }
+
+    /// Headless login, step 3 (the CLI polls): `Ok(None)` while the person
+    /// has not finished.
+    pub async fn device_token(&self, device_code: &str, verifier: &str) -> Result<Option<LoginToken>> {
+        if device_code.len() > 128 {
+            return Err(Error::invalid("device_code", "the device code is not valid"));
+        }
+        let now_ms = self.clock.now_millis();
+        let Some(login) = self.store.take_device_login(&device_id(device_code), now_ms).await? else {
+            return Err(Error::invalid(
+                "device_code",
+                "the device code is not valid or has expired; log in again",
+            ));
+        };
+        match login.handoff {
+            None => Ok(None),
+            Some(handoff) => self.login_token(&handoff, verifier).await.map(Some),
+        }
     }
 
     /// Redeems the provider's code at its token endpoint for an ID token.
@@ -621,6 +807,19 @@ mod tests {
             "",
         ] {
             assert!(check_redirect(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn user_codes() {
+        let c = user_code();
+        assert_eq!(normalize_user_code(&c).as_deref(), Some(c.as_str()));
+        assert_eq!(
+            normalize_user_code(&c.to_lowercase().replace('-', " ")).as_deref(),
+            Some(c.as_str())
+        );
+        for bad in ["", "BCDF-GHJ", "BCDF-GHJKL", "ABCD-EFGH", "BCDF GHJ1"] {
+            assert_eq!(normalize_user_code(bad), None, "{bad}");
         }
     }
 
