@@ -1137,14 +1137,14 @@ async fn post_device_form(s: &TestServer, user_code: &str, origin: &str) -> Repl
 /// replayed callbacks and reused device codes are refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headless_login_end_to_end() {
+    // The code: two groups of four consonants.
+    let code_re = regex::Regex::new(r"\b([B-DF-HJ-NP-TV-XZ]{4}-[B-DF-HJ-NP-TV-XZ]{4})\b").unwrap();
     for s in dev_servers().await {
         let b = s.backend;
         let idp = TestIdp::start().await;
         let org = org_with_idp(&s, &idp, "acme").await;
         let term = Terminal::new();
         let mut login = Login::spawn(term.command(&s, &["auth", "login", "--headless", "--idp", &org.idp]));
-        // The code: two groups of four consonants.
-        let code_re = regex::Regex::new(r"\b([B-DF-HJ-NP-TV-XZ]{4}-[B-DF-HJ-NP-TV-XZ]{4})\b").unwrap();
         let user_code = tokio::time::timeout(Duration::from_secs(30), async {
             while let Some(line) = login.lines.recv().await {
                 if let Some(c) = code_re.captures(&line) {
