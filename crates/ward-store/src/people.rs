@@ -203,6 +203,11 @@ pub trait PeopleStore: Send + Sync {
     /// once); a pending one is returned as it is; an expired one is None.
     async fn take_device_login(&self, id: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>>;
 
+    /// An identity's profile details (JSON), if any.
+    async fn identity_metadata(&self, identity_uid: &str) -> Result<Option<String>>;
+    /// Stores them; NOT_FOUND when the identity does not exist.
+    async fn set_identity_metadata(&self, identity_uid: &str, data: &str) -> Result<()>;
+
     /// Records `id` as used until `expire_ms`; false when it already was.
     async fn use_once(&self, id: &str, expire_ms: i64, now_ms: i64) -> Result<bool>;
 }

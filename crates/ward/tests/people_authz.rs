@@ -1,14 +1,20 @@
 //! People authorization (identity providers, their external group mappings,
-//! group invites), as a generated matrix: every rule of
-//! `ward_core::rpc::PEOPLE_RULES` × seven caller relations, on every backend.
-//! Outcomes are computed from the table and the built-in roles' capability
-//! sets, never written case by case.
+//! group invites), account associations and an organization's directory, as
+//! a generated matrix: every rule of `ward_core::rpc::PEOPLE_RULES`,
+//! `ACCOUNT_ASSOCIATION_RULES` and `DIRECTORY_RULES` × seven caller relations,
+//! on every backend. Outcomes are computed from the tables and the built-in
+//! roles' capability sets, never written case by case. The RPCs that need
+//! authentication only (LookupGroup, CheckEligibility, RequestGroupAccess,
+//! Register) and the ping that needs none are checked for every relation too.
 //!
 //! Fixture: organization `org` with a group `A`, and organization `org2`.
 //! Targets: an identity provider in org (they live only in organizations), a
-//! mapping under it, an invite in A; org2 holds one of each too, so listings
-//! have something to leave out. Callers are root-level identities with
-//! built-in role bindings (see `RELATIONS`).
+//! mapping under it, an invite in A, A's account association (one per group,
+//! at the group's uid); org2 holds one of each too, so listings have something
+//! to leave out. Account associations are created, and delete victims made,
+//! at fresh groups under A (the admin makes one per attempt). The directory
+//! rules act at A. Callers are root-level identities with built-in role
+//! bindings (see `RELATIONS`), none of whom logged in with an email.
 //!
 //! The model:
 //!
@@ -20,8 +26,10 @@
 //!   Delete this one step is also the visibility check (`seen_with` is the
 //!   kind's list capability); creating a mapping first looks the identity
 //!   provider up, which the step's `seen_with` (identity_providers.list at the
-//!   provider) models too.
-//! - **creates** grant a role (the built-in `viewer` here), so after the rule
+//!   provider) models too. Account associations are looked up
+//!   (`visible_association`: `rpc::GET_ACCOUNT_ASSOCIATION` as a step) before
+//!   an update or a delete applies its rule, as the service does.
+//! - **creates** of people grant a role (the built-in `viewer` here), so after the rule
 //!   they take `rpc::CREATE_ROLE_BINDING` as a step where the role applies
 //!   (the organization for providers and mappings, the group for invites),
 //!   then: the role visible (built-in: `roles.list` anywhere) else NOT_FOUND
@@ -29,28 +37,44 @@
 //! - **batch delete** is the rule at the provider, then each named mapping
 //!   visible (`rpc::GET_GROUP_MAPPING` as a step at the mapping).
 //! - **lists** return exactly what the list capability covers.
+//! - **the directory rules** (AcceptTerms, ListTermsAcceptances,
+//!   ListGroupAccessRequests) and **CheckAccountAssociation** are one step at
+//!   the resource (a group: `groups.list` sees it).
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{Bearer, TestServer, assert_error, enc, uid};
+use common::{Bearer, TestServer, assert_error, enc, field_violations, uid};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 use ward_core::capability::{BuiltinRole, CapSet, Capability, builtin_role};
-use ward_core::rpc::{self, Kind, PEOPLE_RULES, Rule, Scope};
+use ward_core::rpc::{self, ACCOUNT_ASSOCIATION_RULES, DIRECTORY_RULES, Kind, PEOPLE_RULES, Rule, Scope};
+use ward_proto::iam::v2::account_associations_service_client::AccountAssociationsServiceClient;
 use ward_proto::iam::v2::external_group_role_mappings_service_client::ExternalGroupRoleMappingsServiceClient;
 use ward_proto::iam::v2::group_invites_service_client::GroupInvitesServiceClient;
 use ward_proto::iam::v2::identity_providers_service_client::IdentityProvidersServiceClient;
 use ward_proto::iam::v2::{
-    GetExternalGroupRoleMappingRequest, GetGroupInviteRequest, GetIdentityProviderRequest,
-    ListExternalGroupRoleMappingsRequest, ListGroupInvitesRequest, ListIdentityProvidersRequest,
+    GetAccountAssociationRequest, GetExternalGroupRoleMappingRequest, GetGroupInviteRequest,
+    GetIdentityProviderRequest, ListAccountAssociationsRequest, ListExternalGroupRoleMappingsRequest,
+    ListGroupInvitesRequest, ListIdentityProvidersRequest,
 };
 
 const PAGE_SIZE: usize = 3;
+
+/// The document the matrix accepts terms for.
+const TERMS_DOC: &str = "tos.v1";
+
+/// Every rule the matrix runs, table by table.
+fn all_rules() -> impl Iterator<Item = &'static Rule> {
+    PEOPLE_RULES
+        .iter()
+        .chain(ACCOUNT_ASSOCIATION_RULES)
+        .chain(DIRECTORY_RULES)
+}
 
 // ---------------------------------------------------------------------------
 // The model
@@ -64,6 +88,13 @@ enum Verb {
     Update,
     Delete,
     BatchDelete,
+    /// `CheckAccountAssociation`: a read of one resource answering a status.
+    Check,
+    /// `AcceptTerms`: a write at a group.
+    Accept,
+    /// A listing inside one resource (`ListTermsAcceptances`,
+    /// `ListGroupAccessRequests`): Resource-scoped, refused like a Get.
+    ListIn,
 }
 
 /// The method an RPC name starts with (`GroupInvitesService.GetGroupInvite`),
@@ -77,11 +108,19 @@ fn verb(rule: &Rule) -> Verb {
         ("Update", Verb::Update),
         ("Delete", Verb::Delete),
         ("BatchDelete", Verb::BatchDelete),
+        ("Check", Verb::Check),
+        ("Accept", Verb::Accept),
     ]
     .into_iter()
     .find(|(p, _)| method.starts_with(p))
     .unwrap_or_else(|| panic!("{} is not a method this matrix knows", rule.rpc))
     .1;
+    // A List at one resource reads inside it; other lists are unscoped.
+    let v = if v == Verb::List && rule.scope == Scope::Resource {
+        Verb::ListIn
+    } else {
+        v
+    };
     let scope = match v {
         Verb::Create | Verb::BatchDelete => Scope::Parent,
         Verb::List => Scope::Unscoped,
@@ -126,13 +165,22 @@ fn org_of(uid: &str) -> &str {
     uid.split('/').next().unwrap_or(uid)
 }
 
-/// The role every create grants (default role, mapped role, invite role).
+/// Whether creating a `kind` grants a role (and so binds one where it
+/// applies): identity providers, mappings and invites do; account
+/// associations do not.
+fn grants_role(kind: Kind) -> bool {
+    matches!(kind, Kind::IdentityProvider | Kind::GroupMapping | Kind::GroupInvite)
+}
+
+/// The role every people create grants (default role, mapped role, invite role).
 fn granted_role() -> &'static BuiltinRole {
     builtin_role("viewer").expect("built-in viewer")
 }
 
 struct Caller {
     relation: &'static str,
+    /// The identity's uid (who accepted terms).
+    identity: String,
     token: String,
     /// (group, capabilities of the role bound there).
     bindings: Vec<(String, CapSet)>,
@@ -186,9 +234,15 @@ fn grant_scope(kind: Kind, parent: &str) -> String {
 /// The outcome of `rule` at `at` (the parent for creates and batch deletes);
 /// `victim` is the mapping a batch delete names.
 fn predict(c: &Caller, rule: &Rule, at: &str, victim: Option<&str>) -> Outcome {
-    let mut steps = vec![step(rule, c.caps_at(at), at)];
-    match verb(rule) {
-        Verb::Create => {
+    let v = verb(rule);
+    let mut steps = Vec::new();
+    if rule.kind == Kind::AccountAssociation && matches!(v, Verb::Update | Verb::Delete) {
+        // Looked up (`visible_association`) before the rule is applied.
+        steps.push(step(&rpc::GET_ACCOUNT_ASSOCIATION, c.caps_at(at), at));
+    }
+    steps.push(step(rule, c.caps_at(at), at));
+    match v {
+        Verb::Create if grants_role(rule.kind) => {
             let g = grant_scope(rule.kind, at);
             steps.push(step(&rpc::CREATE_ROLE_BINDING, c.caps_at(&g), &g));
             steps.push(grant(c, &g));
@@ -231,7 +285,8 @@ fn collection(kind: Kind) -> &'static str {
         Kind::IdentityProvider => "identityProviders",
         Kind::GroupMapping => "externalGroupRoleMappings",
         Kind::GroupInvite => "groupInvites",
-        other => unreachable!("{other:?} is not a people kind"),
+        Kind::AccountAssociation => "accountAssociations",
+        other => unreachable!("{other:?} has no collection in this matrix"),
     }
 }
 
@@ -251,7 +306,8 @@ fn create_body(kind: Kind) -> Value {
         }),
         Kind::GroupMapping => json!({ "externalGroupId": format!("eng-{n}"), "roleUid": role }),
         Kind::GroupInvite => json!({ "roleUid": role, "ttl": "3600s" }),
-        other => unreachable!("{other:?} is not a people kind"),
+        Kind::AccountAssociation => json!({ "name": "m", "amazon": { "account": "123456789012" } }),
+        other => unreachable!("{other:?} is not created by this matrix"),
     }
 }
 
@@ -263,24 +319,32 @@ async fn admin_create(s: &TestServer, kind: Kind, parent: &str) -> String {
     uid(&body)
 }
 
-/// Every people resource on the server, as the test has tracked it.
+/// Every people resource and account association on the server, and who
+/// accepted terms at A, as the test has tracked them.
 #[derive(Default)]
-struct Universe(BTreeMap<&'static str, BTreeSet<String>>);
+struct Universe {
+    resources: BTreeMap<&'static str, BTreeSet<String>>,
+    /// Identities that accepted `TERMS_DOC` at A.
+    accepted: BTreeSet<String>,
+}
 
 impl Universe {
     fn add(&mut self, kind: Kind, uid: &str) {
-        self.0.entry(kind.type_name()).or_default().insert(uid.to_owned());
+        self.resources
+            .entry(kind.type_name())
+            .or_default()
+            .insert(uid.to_owned());
     }
 
     fn remove(&mut self, kind: Kind, uid: &str) {
         assert!(
-            self.0.entry(kind.type_name()).or_default().remove(uid),
+            self.resources.entry(kind.type_name()).or_default().remove(uid),
             "{uid} untracked"
         );
     }
 
     fn of(&self, kind: Kind) -> BTreeSet<String> {
-        self.0.get(kind.type_name()).cloned().unwrap_or_default()
+        self.resources.get(kind.type_name()).cloned().unwrap_or_default()
     }
 }
 
@@ -312,6 +376,8 @@ struct Fixture {
     idp: String,
     mapping: String,
     invite: String,
+    /// A's account association (its uid is A's).
+    association: String,
 }
 
 impl Fixture {
@@ -323,13 +389,14 @@ impl Fixture {
         }
     }
 
-    /// Where the matrix creates a `kind` (and the victims of deletes).
+    /// Where the matrix creates a `kind` (and the victims of deletes); for
+    /// account associations, where it makes a fresh group (`fresh_parent`).
     fn parent(&self, kind: Kind) -> &str {
         match kind {
             Kind::IdentityProvider => &self.org,
             Kind::GroupMapping => &self.idp,
-            Kind::GroupInvite => &self.a,
-            other => unreachable!("{other:?} is not a people kind"),
+            Kind::GroupInvite | Kind::AccountAssociation => &self.a,
+            other => unreachable!("{other:?} is not created by this matrix"),
         }
     }
 
@@ -339,8 +406,21 @@ impl Fixture {
             Kind::IdentityProvider => &self.idp,
             Kind::GroupMapping => &self.mapping,
             Kind::GroupInvite => &self.invite,
-            other => unreachable!("{other:?} is not a people kind"),
+            Kind::AccountAssociation => &self.association,
+            other => unreachable!("{other:?} has no target in this matrix"),
         }
+    }
+}
+
+/// The parent of one create or delete victim: the fixture's, or for an
+/// account association (one per group, at the group's uid) a fresh group the
+/// admin makes under it.
+async fn fresh_parent(s: &TestServer, fx: &Fixture, kind: Kind) -> String {
+    let parent = fx.parent(kind);
+    if kind == Kind::AccountAssociation {
+        uid(&s.create_group(Some(parent), &format!("aa-{}", serial())).await)
+    } else {
+        parent.to_owned()
     }
 }
 
@@ -356,9 +436,16 @@ async fn build_fixture(s: &TestServer, u: &mut Universe) -> Fixture {
         u.add(Kind::IdentityProvider, &idp);
         u.add(Kind::GroupMapping, &mapping);
         u.add(Kind::GroupInvite, &invite);
-        targets.push((idp, mapping, invite));
+        let association = admin_create(s, Kind::AccountAssociation, group).await;
+        u.add(Kind::AccountAssociation, &association);
+        targets.push((idp, mapping, invite, association));
     }
-    let (idp, mapping, invite) = targets.swap_remove(0);
+    let (idp, mapping, invite, association) = targets.swap_remove(0);
+    assert_eq!(
+        association, a,
+        "[{}] an account association is at its group's uid",
+        s.backend
+    );
     Fixture {
         org,
         a,
@@ -366,6 +453,7 @@ async fn build_fixture(s: &TestServer, u: &mut Universe) -> Fixture {
         idp,
         mapping,
         invite,
+        association,
     }
 }
 
@@ -373,13 +461,14 @@ async fn make_callers(s: &TestServer, fx: &Fixture) -> Vec<Caller> {
     let mut callers = Vec::new();
     for (i, (relation, bindings)) in RELATIONS.iter().enumerate() {
         let at: Vec<(&str, &str)> = bindings.iter().map(|(p, r)| (fx.place(*p), *r)).collect();
-        let (_, token) = common::person(s, &format!("caller-{i}"), &at).await;
+        let (identity, token) = common::person(s, &format!("caller-{i}"), &at).await;
         let bindings = bindings
             .iter()
             .map(|(p, r)| (fx.place(*p).to_owned(), builtin_role(r).expect("built-in role").caps()))
             .collect();
         callers.push(Caller {
             relation,
+            identity,
             token,
             bindings,
         });
@@ -398,9 +487,6 @@ struct Req {
 }
 
 async fn prepare(s: &TestServer, fx: &Fixture, rule: &Rule, u: &mut Universe) -> Req {
-    let base = format!("/iam/v2/{}", collection(rule.kind));
-    let parent = fx.parent(rule.kind).to_owned();
-    let target = fx.target(rule.kind).to_owned();
     let req = |method, path, body, at: &str| Req {
         method,
         path,
@@ -408,14 +494,44 @@ async fn prepare(s: &TestServer, fx: &Fixture, rule: &Rule, u: &mut Universe) ->
         at: at.to_owned(),
         victim: None,
     };
+    if rule.kind == Kind::Group {
+        // The directory rules act at a group: A.
+        let g = fx.a.as_str();
+        return if rule.rpc == rpc::ACCEPT_TERMS.rpc {
+            req(
+                Method::POST,
+                format!("/iam/v2/terms/{g}"),
+                Some(json!({ "documentIds": [TERMS_DOC] })),
+                g,
+            )
+        } else if rule.rpc == rpc::LIST_TERMS_ACCEPTANCES.rpc {
+            req(Method::GET, format!("/iam/v2/terms/{g}"), None, g)
+        } else if rule.rpc == rpc::LIST_GROUP_ACCESS_REQUESTS.rpc {
+            let path = format!("/iam/v2/groups:accessRequests?group_uid={}", enc(g));
+            req(Method::GET, path, None, g)
+        } else {
+            unreachable!("{} is not a directory rule this matrix knows", rule.rpc)
+        };
+    }
+    let base = format!("/iam/v2/{}", collection(rule.kind));
+    let target = fx.target(rule.kind).to_owned();
     match verb(rule) {
-        Verb::Create => req(
-            Method::POST,
-            format!("{base}/{parent}"),
-            Some(create_body(rule.kind)),
-            &parent,
-        ),
+        Verb::Create => {
+            let parent = fresh_parent(s, fx, rule.kind).await;
+            req(
+                Method::POST,
+                format!("{base}/{parent}"),
+                Some(create_body(rule.kind)),
+                &parent,
+            )
+        }
         Verb::Get => req(Method::GET, format!("{base}/{target}"), None, &target),
+        Verb::Check => req(
+            Method::POST,
+            format!("{base}/{target}:checkAccountAssociation"),
+            Some(json!({ "providerType": "ACCOUNT_PROVIDER_TYPE_AMAZON" })),
+            &target,
+        ),
         // Idempotent: nothing changes, so nothing more is checked.
         Verb::Update => req(
             Method::PATCH,
@@ -424,6 +540,7 @@ async fn prepare(s: &TestServer, fx: &Fixture, rule: &Rule, u: &mut Universe) ->
             &target,
         ),
         Verb::Delete | Verb::BatchDelete => {
+            let parent = fresh_parent(s, fx, rule.kind).await;
             let v = admin_create(s, rule.kind, &parent).await;
             u.add(rule.kind, &v);
             let mut r = if verb(rule) == Verb::Delete {
@@ -436,6 +553,7 @@ async fn prepare(s: &TestServer, fx: &Fixture, rule: &Rule, u: &mut Universe) ->
             r
         }
         Verb::List => unreachable!("lists are walked"),
+        Verb::Accept | Verb::ListIn => unreachable!("{}: only the directory has these", rule.rpc),
     }
 }
 
@@ -486,7 +604,7 @@ async fn channel(s: &TestServer) -> Channel {
         .unwrap_or_else(|e| panic!("[{}] gRPC connect: {e}", s.backend))
 }
 
-/// One unary call on a people service client, with `token`.
+/// One unary call on a service client, with `token`.
 macro_rules! grpc {
     ($ch:expr, $token:expr, $client:ident . $method:ident($req:expr)) => {
         $client::with_interceptor($ch.clone(), Bearer($token.to_owned()))
@@ -525,7 +643,11 @@ async fn grpc_get(ch: &Channel, token: &str, kind: Kind, uid: &str) -> Result<St
             )
             .uid
         }
-        other => unreachable!("{other:?} is not a people kind"),
+        Kind::AccountAssociation => {
+            let req = GetAccountAssociationRequest { uid };
+            grpc!(ch, token, AccountAssociationsServiceClient.get_account_association(req)).uid
+        }
+        other => unreachable!("{other:?} has no gRPC Get in this matrix"),
     })
 }
 
@@ -549,7 +671,16 @@ async fn grpc_total(ch: &Channel, token: &str, kind: Kind) -> Result<Option<i64>
             let req = ListGroupInvitesRequest::default();
             grpc!(ch, token, GroupInvitesServiceClient.list_group_invites(req)).total_count
         }
-        other => unreachable!("{other:?} is not a people kind"),
+        Kind::AccountAssociation => {
+            let req = ListAccountAssociationsRequest::default();
+            grpc!(
+                ch,
+                token,
+                AccountAssociationsServiceClient.list_account_associations(req)
+            )
+            .total_count
+        }
+        other => unreachable!("{other:?} has no gRPC List in this matrix"),
     })
 }
 
@@ -587,7 +718,7 @@ async fn run_case(s: &TestServer, fx: &Fixture, c: &Caller, rule: &Rule, u: &mut
         "[{}] {} as {}: {} {}",
         s.backend, rule.rpc, c.relation, r.method, r.path
     );
-    if v == Verb::Create && step(rule, c.caps_at(&r.at), &r.at) == Outcome::Ok {
+    if v == Verb::Create && grants_role(rule.kind) && step(rule, c.caps_at(&r.at), &r.at) == Outcome::Ok {
         // Whoever may create holds the granted role where it applies: the
         // escalation check is modelled, but it is not what decides here.
         let g = grant_scope(rule.kind, &r.at);
@@ -602,11 +733,16 @@ async fn run_case(s: &TestServer, fx: &Fixture, c: &Caller, rule: &Rule, u: &mut
         match v {
             Verb::Create => {
                 let made = uid(&resp);
-                assert_eq!(
-                    made.rsplit_once('/').map(|(p, _)| p),
-                    Some(r.at.as_str()),
-                    "{ctx}: created outside its parent: {resp}"
-                );
+                if rule.kind == Kind::AccountAssociation {
+                    // One per group, at the group's uid.
+                    assert_eq!(made, r.at, "{ctx}: not at its group's uid: {resp}");
+                } else {
+                    assert_eq!(
+                        made.rsplit_once('/').map(|(p, _)| p),
+                        Some(r.at.as_str()),
+                        "{ctx}: created outside its parent: {resp}"
+                    );
+                }
                 if rule.kind == Kind::GroupInvite {
                     for key in ["code", "keyId"] {
                         assert!(
@@ -620,6 +756,34 @@ async fn run_case(s: &TestServer, fx: &Fixture, c: &Caller, rule: &Rule, u: &mut
             Verb::Get | Verb::Update => assert_eq!(uid(&resp), r.at, "{ctx}: answered another resource: {resp}"),
             Verb::Delete => assert_eq!(resp, json!({}), "{ctx}: DELETE answers {{}}"),
             Verb::BatchDelete => assert_eq!(resp["names"], json!([r.victim]), "{ctx}: {resp}"),
+            Verb::Check => {
+                // Ward does not reach AWS: a configured provider is not checked.
+                assert_eq!(resp["status"], "CHECK_STATUS_NOT_READY", "{ctx}: {resp}");
+                assert_eq!(resp["reason"], "not checked", "{ctx}: {resp}");
+            }
+            Verb::Accept => {
+                assert_eq!(resp["group"], r.at.as_str(), "{ctx}: {resp}");
+                assert_eq!(resp["documentIds"], json!([TERMS_DOC]), "{ctx}: {resp}");
+                u.accepted.insert(c.identity.clone());
+            }
+            Verb::ListIn if rule.rpc == rpc::LIST_TERMS_ACCEPTANCES.rpc => {
+                // Only the matrix accepts terms, at A: one acceptance each.
+                let items = resp["termsAcceptances"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{ctx}: no termsAcceptances: {resp}"));
+                let by: BTreeSet<String> = items
+                    .iter()
+                    .map(|t| t["acceptedBy"].as_str().expect("acceptedBy").to_owned())
+                    .collect();
+                assert_eq!(items.len(), by.len(), "{ctx}: one acceptance each: {resp}");
+                assert_eq!(by, u.accepted, "{ctx}: acceptances: {resp}");
+                for t in items {
+                    assert_eq!(t["docId"], TERMS_DOC, "{ctx}: {resp}");
+                    assert_eq!(t["orgUid"], r.at.as_str(), "{ctx}: {resp}");
+                }
+            }
+            // Nobody here has an email domain, so nobody could ask.
+            Verb::ListIn => assert_eq!(resp["requests"], json!([]), "{ctx}: {resp}"),
             Verb::List => unreachable!(),
         }
     }
@@ -641,7 +805,7 @@ async fn matrix_on(s: &TestServer, tally: &mut Tally) {
     let callers = make_callers(s, &fx).await;
     let ch = channel(s).await;
     for c in &callers {
-        for rule in PEOPLE_RULES {
+        for rule in all_rules() {
             if verb(rule) == Verb::List {
                 let ctx = format!("[{}] {} as {}", s.backend, rule.rpc, c.relation);
                 check_list(s, &ch, c, rule, &u, &ctx).await;
@@ -651,7 +815,7 @@ async fn matrix_on(s: &TestServer, tally: &mut Tally) {
             }
         }
         // gRPC Gets agree with the prediction (and so with REST), granted or not.
-        for rule in PEOPLE_RULES.iter().filter(|r| verb(r) == Verb::Get) {
+        for rule in all_rules().filter(|r| verb(r) == Verb::Get) {
             let at = fx.target(rule.kind);
             let expected = predict(c, rule, at, None);
             let got = grpc_get(&ch, &c.token, rule.kind, at).await;
@@ -666,11 +830,101 @@ async fn matrix_on(s: &TestServer, tally: &mut Tally) {
             }
         }
     }
+    check_authn_only(s, &fx, &callers).await;
+}
+
+// ---------------------------------------------------------------------------
+// Authentication only
+// ---------------------------------------------------------------------------
+
+const LOOKUP_GROUP: &str = "/iam/v2/groups:lookupGroup";
+const CHECK_ELIGIBILITY: &str = "/iam/v2/groups:checkEligibility";
+const REGISTER: &str = "/auth/v1/register";
+const PING: &str = "/ping/v2/ping";
+
+/// Neither 401 nor 403: the call needs nothing but a token.
+fn assert_authenticated(ctx: &str, status: StatusCode, body: &Value) {
+    assert!(
+        status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN,
+        "{ctx}: authentication is all this needs, yet {status}: {body}"
+    );
+}
+
+/// LookupGroup, CheckEligibility, RequestGroupAccess and Register need a
+/// token and no capability; the ping needs nothing. No caller here logged in
+/// with an email, so none has a verified domain: nothing to find, not
+/// eligible, no group to ask, and "x" is no invite code.
+async fn check_authn_only(s: &TestServer, fx: &Fixture, callers: &[Caller]) {
+    let request_access = format!("/iam/v2/groups/{}:requestGroupAccess", fx.a);
+    let register_body = json!({ "code": "x" });
+    for c in callers {
+        let ctx = |what: &str| format!("[{}] {what} as {}", s.backend, c.relation);
+
+        let cx = ctx("GroupsService.LookupGroup");
+        let (status, body) = s.call_as(&c.token, Method::GET, LOOKUP_GROUP, None).await;
+        assert_authenticated(&cx, status, &body);
+        assert_error(&cx, status, &body, 404, 5, "NOT_FOUND");
+
+        let cx = ctx("GroupsService.CheckEligibility");
+        let (status, body) = s.call_as(&c.token, Method::GET, CHECK_ELIGIBILITY, None).await;
+        assert_authenticated(&cx, status, &body);
+        assert_eq!(status, StatusCode::OK, "{cx}: {body}");
+        assert_eq!(body["eligible"], false, "{cx}: {body}");
+        assert!(
+            body["reason"].as_str().is_some_and(|r| !r.is_empty()),
+            "{cx}: a reason: {body}"
+        );
+
+        let cx = ctx("GroupsService.RequestGroupAccess");
+        let (status, body) = s
+            .call_as(&c.token, Method::POST, &request_access, Some(json!({})))
+            .await;
+        assert_authenticated(&cx, status, &body);
+        let unseen = Outcome::NotFound(Kind::Group.type_name(), fx.a.clone());
+        assert_outcome(&cx, &unseen, status, &body);
+
+        let cx = ctx("Registration.Register");
+        let (status, body) = s
+            .call_as(&c.token, Method::POST, REGISTER, Some(register_body.clone()))
+            .await;
+        assert_authenticated(&cx, status, &body);
+        assert_error(&cx, status, &body, 400, 3, "INVALID_ARGUMENT");
+        assert!(
+            field_violations(&body).iter().any(|(f, _)| f == "code"),
+            "{cx}: the code is what is wrong: {body}"
+        );
+
+        let cx = ctx("PingService.Ping");
+        let (status, body) = s.call_as(&c.token, Method::GET, PING, None).await;
+        assert_eq!(status, StatusCode::OK, "{cx}: {body}");
+        assert_eq!(body["response"], "pong", "{cx}: {body}");
+    }
+    let without_token = [
+        (Method::GET, LOOKUP_GROUP.to_owned(), None),
+        (Method::GET, CHECK_ELIGIBILITY.to_owned(), None),
+        (Method::POST, request_access, Some(json!({}))),
+        (Method::POST, REGISTER.to_owned(), Some(register_body)),
+    ];
+    for (method, path, body) in without_token {
+        let ctx = format!("[{}] {method} {path} without a token", s.backend);
+        let (status, resp) = s.call_as("", method, &path, body).await;
+        assert_error(&ctx, status, &resp, 401, 16, "UNAUTHENTICATED");
+    }
+    let ctx = format!("[{}] GET {PING} without a token", s.backend);
+    let (status, body) = s.call_as("", Method::GET, PING, None).await;
+    assert_eq!(status, StatusCode::OK, "{ctx}: {body}");
+    assert_eq!(body["response"], "pong", "{ctx}: {body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn people_matrix_follows_the_rpc_table() {
     assert_eq!(PEOPLE_RULES.len(), 14, "the people table changed");
+    assert_eq!(
+        ACCOUNT_ASSOCIATION_RULES.len(),
+        6,
+        "the account association table changed"
+    );
+    assert_eq!(DIRECTORY_RULES.len(), 3, "the directory table changed");
     let mut tally = Tally::new();
     let mut backends = 0;
     for s in common::servers().await {
@@ -680,8 +934,9 @@ async fn people_matrix_follows_the_rpc_table() {
     assert!(backends >= 1, "no backend ran");
     eprintln!("people matrix on {backends} backends: {tally:?}");
     // Not vacuous: every single-resource rule succeeds and is refused as
-    // unseen somewhere, and every write is refused to someone who sees.
-    for rule in PEOPLE_RULES.iter().filter(|r| verb(r) != Verb::List) {
+    // unseen somewhere, and every rule needing more than seeing (every write,
+    // and the directory's lists) is refused to someone who sees.
+    for rule in all_rules().filter(|r| verb(r) != Verb::List) {
         for label in ["ok", "not found"] {
             assert!(
                 tally.contains_key(&(rule.rpc, label)),
@@ -689,7 +944,7 @@ async fn people_matrix_follows_the_rpc_table() {
                 rule.rpc
             );
         }
-        if verb(rule) != Verb::Get {
+        if rule.capability != rule.seen_with().0 {
             assert!(
                 tally.contains_key(&(rule.rpc, "denied")),
                 "{} never denied: {tally:?}",

@@ -301,3 +301,78 @@ async fn terms_acceptances_include_ancestors() {
         assert_eq!(page.total_count, Some(2), "[{b}]");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_metadata_is_ones_own() {
+    for s in common::servers().await {
+        let b = s.backend;
+        let (me, token) = person_with_email(&s, "dana", "dana@example.com", true).await;
+        let path = "/iam/v2/identities:updateIdentityMetadata";
+        let (status, body) = s
+            .call_as(
+                &token,
+                Method::PATCH,
+                &format!("{path}?update_mask=company,job_title,hubspot_utk"),
+                Some(json!({"company": "Acme", "jobTitle": "SRE", "hubspotUtk": "cookie", "product": "ignored"})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {body}");
+        assert_eq!(body["uid"], me.as_str());
+        assert_eq!(
+            (body["company"].as_str(), body["jobTitle"].as_str()),
+            (Some("Acme"), Some("SRE"))
+        );
+        assert_eq!(body["product"], "", "[{b}] outside the mask: {body}");
+        assert_eq!(body["hubspotUtk"], "", "[{b}] never kept: {body}");
+        assert_eq!(body["name"], "dana", "[{b}] from the login: {body}");
+        // Without a mask: the body's keys; earlier fields stay.
+        let (_, body) = s
+            .call_as(&token, Method::PATCH, path, Some(json!({"product": "images"})))
+            .await;
+        assert_eq!(
+            (body["company"].as_str(), body["product"].as_str()),
+            (Some("Acme"), Some("images")),
+            "[{b}] {body}"
+        );
+        // Bounds and refusals.
+        let (status, resp) = s
+            .call_as(&token, Method::PATCH, path, Some(json!({"company": "x".repeat(600)})))
+            .await;
+        assert_error(b, status, &resp, 400, 3, "INVALID_ARGUMENT");
+        let (status, resp) = s
+            .call_as(
+                &token,
+                Method::PATCH,
+                &format!("{path}?update_mask=uid,nope"),
+                Some(json!({})),
+            )
+            .await;
+        assert_error(b, status, &resp, 400, 3, "INVALID_ARGUMENT");
+        let (status, resp) = s.patch(path, json!({"company": "admin"})).await;
+        assert_error(b, status, &resp, 403, 7, "PERMISSION_DENIED");
+        let resp = reqwest::Client::new()
+            .patch(format!("{}{path}", s.base))
+            .json(&json!({"company": "x"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "[{b}]");
+        // gRPC.
+        let mut ids = ward_proto::iam::v2::identities_service_client::IdentitiesServiceClient::with_interceptor(
+            channel(&s).await,
+            Bearer(token.clone()),
+        );
+        let got = ids
+            .update_identity_metadata(ward_proto::iam::v2::UpdateIdentityMetadataRequest {
+                identity_metadata: Some(ward_proto::iam::v2::IdentityMetadata {
+                    self_serve: true,
+                    ..Default::default()
+                }),
+                update_mask: None,
+            })
+            .await
+            .expect("gRPC update")
+            .into_inner();
+        assert!(got.self_serve && got.company == "Acme", "[{b}] {got:?}");
+    }
+}

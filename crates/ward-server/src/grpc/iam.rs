@@ -90,7 +90,8 @@ macro_rules! iam_services {
             create_identity(CreateIdentityRequest), get_identity(GetIdentityRequest),
             list_identities(ListIdentitiesRequest) -> ListIdentitiesResponse,
             update_identity(UpdateIdentityRequest), delete_identity(DeleteIdentityRequest);
-            lookup_identity(LookupIdentityRequest) -> LookupIdentityResponse);
+            lookup_identity(LookupIdentityRequest) -> LookupIdentityResponse;
+            update_identity_metadata(UpdateIdentityMetadataRequest) -> IdentityMetadata);
         crud_service!(ward_proto::iam::$version::roles_service_server::RolesService, Role, role,
             create_role(CreateRoleRequest), get_role(GetRoleRequest),
             list_roles(ListRolesRequest) -> ListRolesResponse,

@@ -32,10 +32,7 @@ async fn caller<T>(ward: &Ward, req: &tonic::Request<T>) -> std::result::Result<
 
 /// AIP-134 over gRPC: an explicit non-empty mask, else the populated fields.
 fn mask(m: Option<pbjson_types::FieldMask>) -> crate::services::UpdateMask {
-    match m {
-        Some(m) if !m.paths.is_empty() => crate::services::UpdateMask::Paths(m.paths),
-        _ => crate::services::UpdateMask::Populated,
-    }
+    crate::services::UpdateMask::from_field_mask(m)
 }
 
 /// Maps a service result to a gRPC response.

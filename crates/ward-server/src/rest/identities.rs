@@ -49,9 +49,25 @@ impl Resource for Identities {
 pub fn routes() -> axum::Router<Arc<Ward>> {
     let mut r = crud::routes::<Identities>("identities", get(list_identities));
     for v in ["v2beta1", "v2"] {
-        r = r.route(&format!("/iam/{v}/identities:lookupIdentity"), get(lookup_identity));
+        r = r
+            .route(&format!("/iam/{v}/identities:lookupIdentity"), get(lookup_identity))
+            .route(
+                &format!("/iam/{v}/identities:updateIdentityMetadata"),
+                axum::routing::patch(update_metadata),
+            );
     }
     r
+}
+
+async fn update_metadata(
+    State(w): State<Arc<Ward>>,
+    Auth(c): Auth,
+    mut q: Params,
+    body: super::JsonBody,
+) -> Reply<ward_proto::iam::v2::IdentityMetadata> {
+    let mask = super::update_mask(&mut q, &body);
+    q.finish()?;
+    Ok(Json(w.update_own_metadata(&c, body.message()?, mask).await?))
 }
 
 async fn lookup_identity(

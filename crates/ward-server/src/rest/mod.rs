@@ -112,6 +112,7 @@ const IMPLEMENTED_VERBS: &[&str] = &[
     "requestGroupAccess",
     "accessRequests",
     "checkAccountAssociation",
+    "updateIdentityMetadata",
 ];
 
 /// Largest unread request body that is drained so the connection stays

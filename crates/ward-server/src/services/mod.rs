@@ -67,6 +67,14 @@ pub enum UpdateMask {
 }
 
 impl UpdateMask {
+    /// A gRPC request's mask: its paths, or the populated fields without one.
+    pub fn from_field_mask(m: Option<pbjson_types::FieldMask>) -> Self {
+        match m {
+            Some(m) if !m.paths.is_empty() => UpdateMask::Paths(m.paths),
+            _ => UpdateMask::Populated,
+        }
+    }
+
     /// The fields to change. `populated` says which mutable fields the request
     /// message sets to a non-default value (used over gRPC without a mask).
     pub(crate) fn resolve(self, fields: &Updatable, populated: &[(&'static str, bool)]) -> Result<FieldMask> {

@@ -36,3 +36,9 @@ CREATE TABLE device_logins (
     expire_time INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX device_logins_expire_time ON device_logins (expire_time);
+
+-- A person's own profile details (UpdateIdentityMetadata), as proto3 JSON.
+CREATE TABLE identity_metadata (
+    identity_uid TEXT PRIMARY KEY NOT NULL REFERENCES identities (uid) ON DELETE CASCADE,
+    data         TEXT NOT NULL
+) STRICT;

@@ -516,6 +516,32 @@ impl PeopleStore for PostgresStore {
         .map_err(|e| db_err("find headless login", e))
     }
 
+    async fn identity_metadata(&self, identity_uid: &str) -> Result<Option<String>> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT data FROM identity_metadata WHERE identity_uid = $1")
+            .bind(identity_uid)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| db_err("identity metadata", e))?;
+        Ok(row.map(|(d,)| d))
+    }
+
+    async fn set_identity_metadata(&self, identity_uid: &str, data: &str) -> Result<()> {
+        let mut tx = self.begin().await?;
+        if !lock(&mut tx, "identities", identity_uid, "FOR SHARE").await? {
+            return Err(Error::not_found(IDENTITY_TYPE, identity_uid));
+        }
+        sqlx::query(
+            "INSERT INTO identity_metadata (identity_uid, data) VALUES ($1, $2) \
+             ON CONFLICT (identity_uid) DO UPDATE SET data = EXCLUDED.data",
+        )
+        .bind(identity_uid)
+        .bind(data)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("set identity metadata", e))?;
+        tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
     async fn use_once(&self, id: &str, expire_ms: i64, now_ms: i64) -> Result<bool> {
         let mut tx = self.begin().await?;
         sqlx::query("DELETE FROM used_once WHERE expire_time < $1")

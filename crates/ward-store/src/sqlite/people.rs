@@ -652,6 +652,34 @@ impl PeopleStore for SqliteStore {
         .await
     }
 
+    async fn identity_metadata(&self, identity_uid: &str) -> Result<Option<String>> {
+        let key = identity_uid.to_owned();
+        self.read("identity metadata", move |c| {
+            c.prepare_cached("SELECT data FROM identity_metadata WHERE identity_uid = ?1")?
+                .query_row([key], |r| r.get(0))
+                .optional()
+        })
+        .await
+    }
+
+    async fn set_identity_metadata(&self, identity_uid: &str, data: &str) -> Result<()> {
+        let (key, data) = (identity_uid.to_owned(), data.to_owned());
+        self.write("set identity metadata", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !exists(&tx, "identities", &key)? {
+                return Ok(Err(Error::not_found(IDENTITY_TYPE, key)));
+            }
+            tx.execute(
+                "INSERT INTO identity_metadata (identity_uid, data) VALUES (?1, ?2) \
+                 ON CONFLICT (identity_uid) DO UPDATE SET data = excluded.data",
+                params![key, data],
+            )?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
     async fn use_once(&self, id: &str, expire_ms: i64, now_ms: i64) -> Result<bool> {
         let id = id.to_owned();
         self.write("use once", move |c| {

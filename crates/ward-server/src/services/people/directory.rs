@@ -60,6 +60,15 @@ fn parse_offset_token(token: &str) -> Result<usize> {
 }
 
 impl Ward {
+    /// NOT_FOUND unless the group exists (authorization at an ancestor
+    /// covers uids that name nothing).
+    async fn existing_group(&self, group: &Uidp) -> Result<()> {
+        match self.store.get_group(group).await? {
+            Some(_) => Ok(()),
+            None => Err(Error::not_found(GROUP_TYPE, group.as_str())),
+        }
+    }
+
     /// The verified organization of the caller's verified login email, if any.
     async fn org_of_caller(&self, caller: &Caller) -> Result<std::result::Result<(String, String), &'static str>> {
         let Some(person) = self.store.get_person(&caller.subject).await? else {
@@ -151,6 +160,7 @@ impl Ward {
     ) -> Result<ListGroupAccessRequestsResponse> {
         let group = Uidp::parse("group_uid", &req.group_uid)?;
         self.authorize(caller, &rpc::LIST_GROUP_ACCESS_REQUESTS, &group)?;
+        self.existing_group(&group).await?;
         let requests = self
             .store
             .access_requests(group.as_str())
@@ -212,6 +222,7 @@ impl Ward {
             ));
         }
         self.authorize(caller, &rpc::LIST_TERMS_ACCEPTANCES, &group)?;
+        self.existing_group(&group).await?;
         let scopes: Vec<String> = group.self_and_ancestor_strs().map(str::to_owned).collect();
         let rows = self.store.terms_acceptances(&scopes).await?;
         let total = rows.len();

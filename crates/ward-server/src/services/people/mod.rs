@@ -6,6 +6,7 @@ pub mod directory;
 pub mod invites;
 pub mod login;
 pub mod mappings;
+pub mod metadata;
 pub mod providers;
 
 use ward_core::capability::{CapSet, Capability};
