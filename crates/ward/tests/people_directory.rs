@@ -307,6 +307,20 @@ async fn identity_metadata_is_ones_own() {
     for s in common::servers().await {
         let b = s.backend;
         let (me, token) = person_with_email(&s, "dana", "dana@example.com", true).await;
+        // A person's identity shows the email of their last login.
+        let (_, id) = s.get(&format!("/iam/v2/identities/{me}")).await;
+        assert_eq!(
+            (id["email"].as_str(), id["emailUnverified"].as_str()),
+            (Some("dana@example.com"), Some("")),
+            "[{b}] {id}"
+        );
+        let (erin, _) = person_with_email(&s, "erin", "erin@example.com", false).await;
+        let (_, id) = s.get(&format!("/iam/v2/identities/{erin}")).await;
+        assert_eq!(
+            (id["email"].as_str(), id["emailUnverified"].as_str()),
+            (Some(""), Some("erin@example.com")),
+            "[{b}] {id}"
+        );
         let path = "/iam/v2/identities:updateIdentityMetadata";
         let (status, body) = s
             .call_as(

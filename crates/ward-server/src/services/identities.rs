@@ -486,7 +486,21 @@ impl Ward {
             .get_identity(&uid)
             .await?
             .ok_or_else(|| Error::not_found(IDENTITY_TYPE, uid.as_str()))?;
-        Ok(to_proto(r))
+        let person = if r.parent_uid.is_none() {
+            self.store.get_person(&r.uid).await?
+        } else {
+            None
+        };
+        let mut identity = to_proto(r);
+        // A person's email, from their last login.
+        if let Some(p) = person {
+            if p.email_verified {
+                identity.email = p.email;
+            } else {
+                identity.email_unverified = p.email;
+            }
+        }
+        Ok(identity)
     }
 
     pub async fn list_identities(&self, caller: &Caller, req: ListIdentitiesRequest) -> Result<ListIdentitiesResponse> {
