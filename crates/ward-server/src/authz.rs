@@ -139,6 +139,10 @@ impl Ward {
             self.grants_of(&claims.sub).await?
         };
         if !is_admin && let Some(roles) = &claims.roles {
+            // Roles ride in the token, but only while its person exists.
+            if !self.identity_exists(&claims.sub).await? {
+                return Err(Error::Unauthenticated("the token's identity no longer exists".into()));
+            }
             grants = Arc::new(grants.with(self.session_grants(roles).await?));
         }
         if !is_admin && (claims.scopes.is_some() || claims.cap.is_some()) {
@@ -163,6 +167,20 @@ impl Ward {
         let g = Arc::new(Grants::from_rows(self.store.grants(subject).await?));
         self.grants_cache.insert(subject.to_owned(), g.clone());
         Ok(g)
+    }
+
+    /// Whether an identity exists (cached for at most `GRANTS_TTL`).
+    async fn identity_exists(&self, uid: &str) -> Result<bool> {
+        let key = format!("identity:{uid}");
+        if let Some(found) = self.session_role_caps.get(&key) {
+            return Ok(found.is_some());
+        }
+        let found = match Uidp::parse("sub", uid) {
+            Ok(u) => self.store.get_identity(&u).await?.is_some(),
+            Err(_) => false,
+        };
+        self.session_role_caps.insert(key, found.then(String::new));
+        Ok(found)
     }
 
     /// What a login session's mapped roles grant: (scope, capabilities) rows.

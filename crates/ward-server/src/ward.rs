@@ -59,7 +59,8 @@ pub struct Ward {
     /// The server's secret key (never in the database): seals client secrets,
     /// signs invite codes, seals login state.
     pub secret: ward_auth::secret::ServerSecret,
-    /// Capabilities of roles held through login sessions, by role uid, for at
+    /// Capabilities of roles held through login sessions, by role uid, and
+    /// whether session tokens' identities exist (`identity:<uid>`), for at
     /// most `authz::GRANTS_TTL`.
     pub(crate) session_role_caps: moka::sync::Cache<String, Option<String>>,
 }

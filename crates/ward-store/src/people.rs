@@ -111,8 +111,10 @@ pub struct DeviceLoginRecord {
     pub expire_time: i64,
 }
 
-/// Most headless logins in progress at once (each expires in minutes).
-pub const MAX_DEVICE_LOGINS: i64 = 1000;
+/// Most headless logins in progress at once through one identity provider
+/// (each expires in minutes), so a flood through one provider does not stop
+/// the others'.
+pub const MAX_DEVICE_LOGINS: i64 = 100;
 
 /// Most rows the directory reads return (terms acceptances across a group's
 /// ancestry, access requests of a group).
@@ -164,9 +166,11 @@ pub trait PeopleStore: Send + Sync {
         binding: &RoleBindingRecord,
     ) -> Result<(GroupInviteRecord, bool)>;
 
-    /// A login: creates the identity (and, if given, its first binding) unless
-    /// it exists, else marks it seen; records what the login said about the
-    /// person either way. Returns whether the identity was created.
+    /// A login: creates the identity unless it exists, else marks it seen;
+    /// binds `first_binding` (the provider's default role) on the person's
+    /// first login through this provider (`person.identity_provider_uid`)
+    /// unless so bound already; records what the login said about the person.
+    /// Returns whether the identity was created.
     async fn record_login(
         &self,
         identity: &IdentityRecord,
@@ -182,6 +186,8 @@ pub trait PeopleStore: Send + Sync {
     async fn verify_org(&self, group: &Uidp, domains: &[String]) -> Result<()>;
     /// The verified organization of an email domain.
     async fn org_of_domain(&self, domain: &str) -> Result<Option<String>>;
+    /// The verified organizations with this name (at most a few).
+    async fn verified_orgs_named(&self, name: &str) -> Result<Vec<String>>;
     /// Records acceptances (repeats are kept once). NOT_FOUND without the group.
     async fn accept_terms(&self, group: &Uidp, doc_ids: &[String], by: &str, now_ms: i64) -> Result<()>;
     /// Acceptances recorded at any of `groups`, newest first, at most
@@ -199,9 +205,10 @@ pub trait PeopleStore: Send + Sync {
     async fn pending_device_login(&self, user_code: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>>;
     /// Records the handoff of a pending login; false if it was not pending.
     async fn finish_device_login(&self, id: &str, handoff: &str, now_ms: i64) -> Result<bool>;
-    /// The login by device code hash: a finished one is removed (it works
-    /// once); a pending one is returned as it is; an expired one is None.
-    async fn take_device_login(&self, id: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>>;
+    /// The login by device code hash: a finished one whose challenge is
+    /// `challenge` is removed (it works once); any other is returned as it
+    /// is; an expired one is None.
+    async fn take_device_login(&self, id: &str, challenge: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>>;
 
     /// An identity's profile details (JSON), if any.
     async fn identity_metadata(&self, identity_uid: &str) -> Result<Option<String>>;

@@ -239,6 +239,24 @@ fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
     tx.commit()
 }
 
+/// Creates the database file readable by its owner only (SQLite creates
+/// its WAL and shared-memory files with the database's permissions): it holds
+/// the token signing keys. An existing file is left as it is.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Read-only connections, used inline: a caller takes any free one without
 /// waiting, and only when every one is busy waits for one on a blocking thread.
 struct Readers {
@@ -294,6 +312,7 @@ impl SqliteStore {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| err(&format!("create {}", dir.display()), e))?;
         }
+        create_private(path).map_err(|e| err(&format!("create {}", path.display()), e))?;
         let writer = pool(path, 1)?;
         // Creates the file (and the WAL) before the read-only connections open it.
         run(&writer, "migrate", migrate).await?;

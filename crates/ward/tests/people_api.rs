@@ -1203,7 +1203,37 @@ async fn invite_email_must_match() {
             "[{b}] nobody refused was bound: {bound:?}"
         );
 
-        // Alice is let in.
+        // Until the organization owns example.com, no provider's word on an
+        // email is trusted, not even its own provider's.
+        let (alice, alice_token) = login(&s, &idp, &idp_uid, "alice").await;
+        let (status, body) = register(&s, &alice_token, &code).await;
+        assert_error(
+            &format!("{b}: alice before example.com is verified"),
+            status,
+            &body,
+            403,
+            7,
+            "PERMISSION_DENIED",
+        );
+        ward_server::verify_org(&s.config, &org, &["example.com".to_owned()])
+            .await
+            .expect("verify-org");
+        // Another organization's provider claiming alice's email is not trusted.
+        let evil_idp = TestIdp::start().await;
+        let evil = verified_org(&s, "evil").await;
+        let evil_idp_uid = create_test_idp(&s, &evil_idp, &evil).await;
+        let (_, mallory_token) = login(&s, &evil_idp, &evil_idp_uid, "alice").await;
+        let (status, body) = register(&s, &mallory_token, &code).await;
+        assert_error(
+            &format!("{b}: another organization's provider vouching for alice"),
+            status,
+            &body,
+            403,
+            7,
+            "PERMISSION_DENIED",
+        );
+
+        // Alice, through her organization's provider, is let in.
         let (alice, alice_token) = login(&s, &idp, &idp_uid, "alice").await;
         register_ok(&s, "alice", &alice, &alice_token, &code, &team).await;
         assert_eq!(

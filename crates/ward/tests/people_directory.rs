@@ -15,9 +15,14 @@ use ward_proto::iam::v2::terms_service_client::TermsServiceClient;
 use ward_proto::iam::v2::{CheckEligibilityRequest, ListTermsAcceptancesRequest, LookupGroupRequest};
 use ward_store::people::PersonRecord;
 
-/// A person who logged in with `email` (verified or not): a root identity
-/// with the login's record, made in the store. Their (uid, token).
+/// A person who logged in with `email` (verified or not) through `idp`: a
+/// root identity with the login's record, made in the store. Their (uid,
+/// token).
 async fn person_with_email(s: &TestServer, name: &str, email: &str, verified: bool) -> (String, String) {
+    person_via(s, name, email, verified, "none").await
+}
+
+async fn person_via(s: &TestServer, name: &str, email: &str, verified: bool, idp: &str) -> (String, String) {
     let (id, token) = person(s, name, &[]).await;
     let identity = s
         .ward()
@@ -28,7 +33,7 @@ async fn person_with_email(s: &TestServer, name: &str, email: &str, verified: bo
         .unwrap();
     let record = PersonRecord {
         identity_uid: id.clone(),
-        identity_provider_uid: "none".into(),
+        identity_provider_uid: idp.into(),
         email: email.into(),
         email_verified: verified,
         display_name: name.into(),
@@ -71,10 +76,30 @@ async fn verified_organizations_can_be_found_and_asked_to_join() {
         let b = s.backend;
         let org = uid(&s.create_group(None, "acme").await);
         let other = uid(&s.create_group(None, "globex").await);
+        let team = uid(&s.create_group(Some(&org), "team").await);
         let (owner, owner_token) = person(&s, "owner", &[(&org, "owner")]).await;
-        let (alice, alice_token) = person_with_email(&s, "alice", "alice@Acme.example", true).await;
-        let (_, mallory_token) = person_with_email(&s, "mallory", "mallory@acme.example", false).await;
-        let (_, bob_token) = person_with_email(&s, "bob", "bob@elsewhere.example", true).await;
+        // Each organization's own provider (only their emails count).
+        let provider = |org: String| {
+            let s = &s;
+            async move {
+                let (status, idp) = s
+                    .post(
+                        &format!("/iam/v2/identityProviders/{org}"),
+                        json!({"name": "sso", "defaultRole": ward_core::capability::builtin_role("viewer").unwrap().uid(),
+                               "oidc": {"issuer": format!("https://sso.{org}.example"), "clientId": "ward", "clientSecret": "s"}}),
+                    )
+                    .await;
+                assert_eq!(status, StatusCode::OK, "{idp}");
+                uid(&idp)
+            }
+        };
+        let acme_idp = provider(org.clone()).await;
+        let other_idp = provider(other.clone()).await;
+        let (alice, alice_token) = person_via(&s, "alice", "alice@Acme.example", true, &acme_idp).await;
+        let (_, mallory_token) = person_via(&s, "mallory", "mallory@acme.example", false, &acme_idp).await;
+        let (_, bob_token) = person_via(&s, "bob", "bob@elsewhere.example", true, &acme_idp).await;
+        // Another organization's provider vouching for an acme address.
+        let (_, eve_token) = person_via(&s, "eve", "eve@acme.example", true, &other_idp).await;
 
         // Before verification nobody finds it.
         let (status, body) = s
@@ -147,7 +172,7 @@ async fn verified_organizations_can_be_found_and_asked_to_join() {
 
         // Unverified email, another domain, another group: nothing found,
         // not eligible, and a request to any group is NOT_FOUND.
-        for (who, token) in [("mallory", &mallory_token), ("bob", &bob_token)] {
+        for (who, token) in [("mallory", &mallory_token), ("bob", &bob_token), ("eve", &eve_token)] {
             let (status, body) = s.call_as(token, Method::GET, "/iam/v2/groups:lookupGroup", None).await;
             assert_error(&format!("[{b}] {who}"), status, &body, 404, 5, "NOT_FOUND");
             let (_, elig) = s
@@ -162,6 +187,38 @@ async fn verified_organizations_can_be_found_and_asked_to_join() {
                 &alice_token,
                 Method::POST,
                 &format!("/iam/v2/groups/{other}:requestGroupAccess"),
+                Some(json!({})),
+            )
+            .await;
+        assert_error(b, status, &body, 404, 5, "NOT_FOUND");
+        // A group in her organization: its owners see the request.
+        let (status, asked) = s
+            .call_as(
+                &alice_token,
+                Method::POST,
+                &format!("/iam/v2/groups/{team}:requestGroupAccess"),
+                Some(json!({})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {asked}");
+        let (_, requests) = s
+            .call_as(
+                &owner_token,
+                Method::GET,
+                &format!("/iam/v2/groups:accessRequests?group_uid={team}"),
+                None,
+            )
+            .await;
+        assert_eq!(
+            requests["requests"].as_array().map(Vec::len),
+            Some(1),
+            "[{b}] {requests}"
+        );
+        let (status, body) = s
+            .call_as(
+                &alice_token,
+                Method::POST,
+                &format!("/iam/v2/groups/{team}/0123456789abcdef:requestGroupAccess"),
                 Some(json!({})),
             )
             .await;

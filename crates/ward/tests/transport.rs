@@ -526,10 +526,12 @@ async fn unimplemented_custom_verbs_are_501() {
     let s = server().await;
     let org = common::uid(&s.create_group(None, "acme").await);
     let cases = [
-        (Method::GET, "/iam/v2/groups:lookupGroup".to_owned()),
-        (Method::POST, "/iam/v2/groups:checkEligibility".to_owned()),
-        (Method::POST, format!("/iam/v2/groups/{org}:requestGroupAccess")),
-        (Method::POST, "/iam/v2/identities:updateIdentityMetadata".to_owned()),
+        // SCIM provisioning is not offered.
+        (
+            Method::POST,
+            format!("/iam/v2/identityProviders/{org}/0123456789abcdef:generateScimToken"),
+        ),
+        (Method::GET, "/iam/v2/groups:lookupEverything".to_owned()),
         (
             Method::POST,
             format!("/iam/v2/identities/{org}/0123456789abcdef:frobnicate"),

@@ -165,7 +165,7 @@ async fn device_code(State(w): State<Arc<Ward>>, req: Request) -> Response {
         Err(e) => {
             let status = http::StatusCode::from_u16(e.code().http_status()).unwrap_or(http::StatusCode::BAD_REQUEST);
             let kind = if status == http::StatusCode::TOO_MANY_REQUESTS {
-                "slow_down"
+                "temporarily_unavailable"
             } else {
                 "invalid_request"
             };

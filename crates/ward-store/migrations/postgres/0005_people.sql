@@ -61,6 +61,14 @@ CREATE TABLE people (
     display_name          TEXT NOT NULL
 );
 
+-- The identity providers a person has logged in through: the first login
+-- through each binds its default role.
+CREATE TABLE person_providers (
+    identity_uid          TEXT COLLATE "C" NOT NULL REFERENCES identities (uid) ON DELETE CASCADE,
+    identity_provider_uid TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (identity_uid, identity_provider_uid)
+);
+
 -- One-time values already used (login states, handoff codes), until they expire.
 CREATE TABLE used_once (
     id          TEXT COLLATE "C" PRIMARY KEY NOT NULL,

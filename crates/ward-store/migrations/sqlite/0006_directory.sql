@@ -36,6 +36,7 @@ CREATE TABLE device_logins (
     expire_time INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX device_logins_expire_time ON device_logins (expire_time);
+CREATE INDEX device_logins_idp ON device_logins (idp_uid);
 
 -- A person's own profile details (UpdateIdentityMetadata), as proto3 JSON.
 CREATE TABLE identity_metadata (

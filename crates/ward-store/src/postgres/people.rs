@@ -293,14 +293,35 @@ impl PeopleStore for PostgresStore {
             .map_err(|e| db_err("insert identity", e))?
             .rows_affected()
             == 1;
-        if created {
-            if let Some(b) = first_binding
-                && lock(&mut tx, "groups", &b.parent_uid, "FOR SHARE").await?
-                && lock(&mut tx, "roles", &b.role_uid, "FOR SHARE").await?
-            {
+        let first_here = sqlx::query(
+            "INSERT INTO person_providers (identity_uid, identity_provider_uid) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        )
+        .bind(&identity.uid)
+        .bind(&person.identity_provider_uid)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("record the provider", e))?
+        .rows_affected()
+            == 1;
+        if first_here
+            && let Some(b) = first_binding
+            && lock(&mut tx, "groups", &b.parent_uid, "FOR SHARE").await?
+            && lock(&mut tx, "roles", &b.role_uid, "FOR SHARE").await?
+        {
+            let bound: Option<(i32,)> = sqlx::query_as(
+                "SELECT 1 FROM role_bindings WHERE parent_uid = $1 AND identity_uid = $2 AND role_uid = $3",
+            )
+            .bind(&b.parent_uid)
+            .bind(&b.identity_uid)
+            .bind(&b.role_uid)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| db_err("find role binding", e))?;
+            if bound.is_none() {
                 insert_binding(&mut tx, b).await?;
             }
-        } else {
+        }
+        if !created {
             sqlx::query("UPDATE identities SET last_seen_time = $1 WHERE uid = $2")
                 .bind(now_ms)
                 .bind(&identity.uid)
@@ -355,6 +376,17 @@ impl PeopleStore for PostgresStore {
             .map_err(|e| db_err("record verified domain", e))?;
         }
         tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
+    async fn verified_orgs_named(&self, name: &str) -> Result<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT uid FROM groups WHERE parent_uid IS NULL AND name = $1 AND verified ORDER BY uid LIMIT 2",
+        )
+        .bind(name)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("verified organizations by name", e))?;
+        Ok(rows.into_iter().map(|(u,)| u).collect())
     }
 
     async fn org_of_domain(&self, domain: &str) -> Result<Option<String>> {
@@ -436,7 +468,8 @@ impl PeopleStore for PostgresStore {
             .execute(&mut *tx)
             .await
             .map_err(|e| db_err("forget expired headless logins", e))?;
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM device_logins")
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM device_logins WHERE idp_uid = $1")
+            .bind(&r.idp_uid)
             .fetch_one(&mut *tx)
             .await
             .map_err(|e| db_err("count headless logins", e))?;
@@ -491,14 +524,17 @@ impl PeopleStore for PostgresStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn take_device_login(&self, id: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>> {
-        // A finished or expired login is deleted by the one poll that sees it.
+    async fn take_device_login(&self, id: &str, challenge: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>> {
+        // A finished login (with the right challenge) or an expired one is
+        // deleted by the one poll that sees it.
         let taken: Option<DeviceLoginRecord> = sqlx::query_as(
-            "DELETE FROM device_logins WHERE id = $1 AND (handoff IS NOT NULL OR expire_time <= $2) \
+            "DELETE FROM device_logins WHERE id = $1 \
+             AND ((handoff IS NOT NULL AND challenge = $3) OR expire_time <= $2) \
              RETURNING id, user_code, idp_uid, challenge, handoff, expire_time",
         )
         .bind(id)
         .bind(now_ms)
+        .bind(challenge)
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| db_err("take headless login", e))?;

@@ -447,14 +447,29 @@ impl PeopleStore for SqliteStore {
                 false
             } else {
                 super::insert_identity(&tx, &identity)?;
-                if let Some(b) = &binding
-                    && exists(&tx, "groups", &b.parent_uid)?
-                    && exists(&tx, "roles", &b.role_uid)?
-                {
-                    insert_binding(&tx, b)?;
-                }
                 true
             };
+            let first_here = tx.execute(
+                "INSERT INTO person_providers (identity_uid, identity_provider_uid) VALUES (?1, ?2) \
+                 ON CONFLICT DO NOTHING",
+                params![identity.uid, person.identity_provider_uid],
+            )? == 1;
+            if first_here
+                && let Some(b) = &binding
+                && exists(&tx, "groups", &b.parent_uid)?
+                && exists(&tx, "roles", &b.role_uid)?
+            {
+                let bound = tx
+                    .prepare_cached(
+                        "SELECT 1 FROM role_bindings WHERE parent_uid = ?1 AND identity_uid = ?2 AND role_uid = ?3",
+                    )?
+                    .query_row(params![b.parent_uid, b.identity_uid, b.role_uid], |_| Ok(()))
+                    .optional()?
+                    .is_some();
+                if !bound {
+                    insert_binding(&tx, b)?;
+                }
+            }
             upsert_person(&tx, &person)?;
             tx.commit()?;
             Ok(created)
@@ -490,6 +505,18 @@ impl PeopleStore for SqliteStore {
             Ok(Ok(()))
         })
         .await?
+    }
+
+    async fn verified_orgs_named(&self, name: &str) -> Result<Vec<String>> {
+        let name = name.to_owned();
+        self.read("verified organizations by name", move |c| {
+            c.prepare_cached(
+                "SELECT uid FROM groups WHERE parent_uid IS NULL AND name = ?1 AND verified = 1 ORDER BY uid LIMIT 2",
+            )?
+            .query_map([name], |r| r.get(0))?
+            .collect()
+        })
+        .await
     }
 
     async fn org_of_domain(&self, domain: &str) -> Result<Option<String>> {
@@ -581,7 +608,11 @@ impl PeopleStore for SqliteStore {
         self.write("start headless login", move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             tx.execute("DELETE FROM device_logins WHERE expire_time <= ?1", [now_ms])?;
-            let n: i64 = tx.query_row("SELECT COUNT(*) FROM device_logins", [], |row| row.get(0))?;
+            let n: i64 = tx.query_row(
+                "SELECT COUNT(*) FROM device_logins WHERE idp_uid = ?1",
+                [&r.idp_uid],
+                |row| row.get(0),
+            )?;
             if n >= MAX_DEVICE_LOGINS {
                 return Ok(Err(Error::ResourceExhausted(
                     "too many headless logins are in progress; try again in a few minutes".into(),
@@ -629,8 +660,8 @@ impl PeopleStore for SqliteStore {
         .await
     }
 
-    async fn take_device_login(&self, id: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>> {
-        let id = id.to_owned();
+    async fn take_device_login(&self, id: &str, challenge: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>> {
+        let (id, challenge) = (id.to_owned(), challenge.to_owned());
         self.write("take headless login", move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let found = tx
@@ -640,7 +671,7 @@ impl PeopleStore for SqliteStore {
                 .query_row([&id], device_from_row)
                 .optional()?;
             let out = match found {
-                Some(r) if r.expire_time <= now_ms || r.handoff.is_some() => {
+                Some(r) if r.expire_time <= now_ms || (r.handoff.is_some() && r.challenge == challenge) => {
                     tx.execute("DELETE FROM device_logins WHERE id = ?1", [&id])?;
                     (r.expire_time > now_ms).then_some(r)
                 }

@@ -69,9 +69,17 @@ impl Ward {
         }
     }
 
-    /// The verified organization of the caller's verified login email, if any.
-    async fn org_of_caller(&self, caller: &Caller) -> Result<std::result::Result<(String, String), &'static str>> {
-        let Some(person) = self.store.get_person(&caller.subject).await? else {
+    /// The identity's email as Ward trusts it, with the organization that
+    /// vouches for it: verified by the identity provider of their last login,
+    /// at a domain the server admin verified for the organization that
+    /// provider belongs to. Any organization may register a provider that
+    /// claims any email, so an email from another organization's provider is
+    /// never trusted. `Err` says why not.
+    pub(crate) async fn trusted_email(
+        &self,
+        identity: &str,
+    ) -> Result<std::result::Result<(String, String), &'static str>> {
+        let Some(person) = self.store.get_person(identity).await? else {
             return Ok(Err("your identity has no email from a login"));
         };
         if !person.email_verified {
@@ -80,10 +88,24 @@ impl Ward {
         let Some(domain) = person.email.rsplit_once('@').and_then(|(_, d)| normalize_domain(d)) else {
             return Ok(Err("your email has no usable domain"));
         };
-        match self.store.org_of_domain(&domain).await? {
-            Some(org) => Ok(Ok((org, person.email))),
-            None => Ok(Err("no verified organization has your email's domain")),
+        let Some(org) = self.store.org_of_domain(&domain).await? else {
+            return Ok(Err("no verified organization has your email's domain"));
+        };
+        let provider_org = Uidp::parse("idp", &person.identity_provider_uid).map(|u| u.root().to_owned());
+        if provider_org.as_deref() != Ok(org.as_str()) {
+            return Ok(Err(
+                "your email's domain belongs to an organization whose identity provider you did not log in through",
+            ));
         }
+        Ok(Ok((person.email, org)))
+    }
+
+    /// The verified organization of the caller's trusted email, if any.
+    async fn org_of_caller(&self, caller: &Caller) -> Result<std::result::Result<(String, String), &'static str>> {
+        Ok(self
+            .trusted_email(&caller.subject)
+            .await?
+            .map(|(email, org)| (org, email)))
     }
 
     pub async fn lookup_group(&self, caller: &Caller, _req: LookupGroupRequest) -> Result<LookupGroupResponse> {
@@ -126,29 +148,31 @@ impl Ward {
         })
     }
 
-    /// Records the request. A group that is not the caller's domain's
-    /// organization is NOT_FOUND to them, whether or not it exists.
+    /// Records the request, for the organization of the caller's trusted
+    /// email or a group in it. Any other group is NOT_FOUND to them, whether
+    /// or not it exists.
     pub async fn request_group_access(
         &self,
         caller: &Caller,
         req: RequestGroupAccessRequest,
     ) -> Result<RequestGroupAccessResponse> {
         let group = Uidp::parse("group_uid", &req.group_uid)?;
-        let (org, email) = match self.org_of_caller(caller).await? {
-            Ok(found) if found.0 == group.as_str() => found,
+        let email = match self.org_of_caller(caller).await? {
+            Ok((org, email)) if group.root() == org => email,
             _ => return Err(Error::not_found(GROUP_TYPE, group.as_str())),
         };
+        self.existing_group(&group).await?;
         let now = self.clock.now_millis();
         self.store
             .request_access(&AccessRequestRecord {
-                group_uid: org.clone(),
+                group_uid: group.as_str().into(),
                 identity_uid: caller.subject.clone(),
                 email,
                 create_time: now,
             })
             .await?;
         Ok(RequestGroupAccessResponse {
-            group_uid: org,
+            group_uid: group.into(),
             create_time: Some(Timestamp::from_millis(now)),
         })
     }

@@ -257,12 +257,15 @@ impl Ward {
         let gone = || Error::precondition("INVITE_GONE", invite.as_str(), "the invite was used or deleted");
         let stored = stored.filter(|s| s.name == code.kid).ok_or_else(gone)?;
         if !stored.email.is_empty() {
-            let person = self.store.get_person(&caller.subject).await?;
-            let matches = person.is_some_and(|p| p.email_verified && p.email.eq_ignore_ascii_case(&stored.email));
+            let trusted = self.trusted_email(&caller.subject).await?;
+            let matches = trusted
+                .as_ref()
+                .is_ok_and(|(email, _)| email.eq_ignore_ascii_case(&stored.email));
             if !matches {
-                return Err(Error::PermissionDenied(
-                    "this invite is for another email address (log in as the person it names)".into(),
-                ));
+                let why = trusted.err().unwrap_or("it names another email address");
+                return Err(Error::PermissionDenied(format!(
+                    "this invite is for a named email, and yours cannot be trusted for it: {why}"
+                )));
             }
         }
         let binding = RoleBindingRecord {

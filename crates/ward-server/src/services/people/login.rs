@@ -253,27 +253,13 @@ impl Ward {
         {
             return self.store.get_identity_provider(&uid).await?.ok_or_else(unknown);
         }
-        let q = ward_core::listing::ListQuery {
-            uidp: ward_core::listing::UidpFilter {
-                in_root: true,
-                ..Default::default()
-            },
-            name: Some(idp_id.to_owned()),
-            page_size: 2,
-            ..Default::default()
-        };
-        let orgs: Vec<_> = self
-            .store
-            .list_groups(&q)
-            .await?
-            .items
-            .into_iter()
-            .filter(|g| g.verified)
-            .collect();
+        // Verified organizations only, by name in the query itself: others
+        // with the same name cannot crowd the verified one out.
+        let orgs = self.store.verified_orgs_named(idp_id).await?;
         let [org] = orgs.as_slice() else {
             return Err(unknown());
         };
-        let mut providers = self.store.identity_providers_of(&Uidp::parse("org", &org.uid)?).await?;
+        let mut providers = self.store.identity_providers_of(&Uidp::parse("org", org)?).await?;
         if providers.len() != 1 {
             return Err(unknown());
         }
@@ -573,7 +559,12 @@ impl Ward {
             return Err(Error::invalid("device_code", "the device code is not valid"));
         }
         let now_ms = self.clock.now_millis();
-        let Some(login) = self.store.take_device_login(&device_id(device_code), now_ms).await? else {
+        let challenge = s256(verifier);
+        let Some(login) = self
+            .store
+            .take_device_login(&device_id(device_code), &challenge, now_ms)
+            .await?
+        else {
             return Err(Error::invalid(
                 "device_code",
                 "the device code is not valid or has expired; log in again",
@@ -581,6 +572,11 @@ impl Ward {
         };
         match login.handoff {
             None => Ok(None),
+            // A wrong verifier leaves the finished login for the right one.
+            Some(_) if login.challenge != challenge => Err(Error::invalid(
+                "code_verifier",
+                "code_verifier does not match the login's code_challenge",
+            )),
             Some(handoff) => self.login_token(&handoff, verifier).await.map(Some),
         }
     }

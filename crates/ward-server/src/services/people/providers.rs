@@ -2,6 +2,7 @@
 //! client secret is write-only and sealed with the server's secret key.
 
 use ward_auth::secret::Purpose;
+use ward_core::capability::CapSet;
 use ward_core::error::FieldViolation;
 use ward_core::fieldmask::Updatable;
 use ward_core::names::{check_description, check_name, check_text};
@@ -172,6 +173,30 @@ impl Ward {
         String::from_utf8(plain)
             .map(Some)
             .map_err(|_| Error::internal("stored client secret is not text"))
+    }
+
+    /// Everything the provider's logins may hold: its default role and every
+    /// mapped role (roles deleted since grant nothing).
+    async fn provider_grants(&self, idp: &IdentityProviderRecord) -> Result<CapSet> {
+        let mut roles = vec![idp.default_role.clone()];
+        roles.extend(
+            self.store
+                .group_mappings_of(&idp.uid)
+                .await?
+                .into_iter()
+                .map(|m| m.role_uid),
+        );
+        roles.sort();
+        roles.dedup();
+        let mut caps = CapSet::EMPTY;
+        for r in roles {
+            if let Ok(uid) = Uidp::parse("role", &r)
+                && let Some(role) = self.store.get_role(&uid).await?
+            {
+                caps = caps.union(CapSet::from_storage(&role.capabilities));
+            }
+        }
+        Ok(caps)
     }
 
     /// An identity provider the caller may see.
@@ -368,6 +393,25 @@ impl Ward {
         }
         if oidc_changed {
             patch.oidc = Some((oidc.issuer.clone(), oidc_json(&oidc)?));
+        }
+        // Repointing the provider (issuer, client, groups claim) decides who
+        // receives its default and mapped roles: it needs what granting them
+        // needs, and the stored secret is never sent to a new endpoint.
+        let repoints = ["oidc.issuer", "oidc.client_id", "oidc.groups_claim"]
+            .iter()
+            .any(|p| mask.contains(p));
+        let new_endpoint = mask.contains("oidc.issuer") || mask.contains("oidc.client_id");
+        if new_endpoint && current.client_secret.is_some() && !mask.contains("oidc.client_secret") {
+            return Err(Error::invalid(
+                "oidc.client_secret",
+                "give the client secret again when changing the issuer or client id \
+                 (an empty one makes a public client, which needs pkce_enabled)",
+            ));
+        }
+        if repoints {
+            self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &org)?;
+            let granted = self.provider_grants(&current).await?;
+            self.check_no_escalation(caller, &org, granted)?;
         }
         if mask.contains("default_role") {
             self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &org)?;
