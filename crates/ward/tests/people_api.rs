@@ -1205,7 +1205,7 @@ async fn invite_email_must_match() {
 
         // Until the organization owns example.com, no provider's word on an
         // email is trusted, not even its own provider's.
-        let (alice, alice_token) = login(&s, &idp, &idp_uid, "alice").await;
+        let (_, alice_token) = login(&s, &idp, &idp_uid, "alice").await;
         let (status, body) = register(&s, &alice_token, &code).await;
         assert_error(
             &format!("{b}: alice before example.com is verified"),
