@@ -111,6 +111,19 @@ async fn insert_binding(tx: &mut PgConnection, b: &RoleBindingRecord) -> Result<
 }
 
 impl PostgresStore {
+    /// Deletes the row `uid` of `table`; NOT_FOUND (as `kind`) if absent.
+    async fn delete_by_uid(&self, table: &str, kind: &'static str, uid: &Uidp) -> Result<()> {
+        let done = sqlx::query(&format!("DELETE FROM {table} WHERE uid = $1"))
+            .bind(uid.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| db_err("delete", e))?;
+        if done.rows_affected() == 0 {
+            return Err(Error::not_found(kind, uid.as_str()));
+        }
+        Ok(())
+    }
+
     async fn begin(&self) -> Result<Tx> {
         self.pool.begin().await.map_err(|e| db_err("begin", e))
     }

@@ -335,6 +335,26 @@ impl SqliteStore {
         r
     }
 
+    /// Deletes the row `uid` of `table`; NOT_FOUND (as `kind`) if absent.
+    async fn delete_by_uid(
+        &self,
+        context: &'static str,
+        table: &'static str,
+        kind: &'static str,
+        uid: &Uidp,
+    ) -> Result<()> {
+        let key = uid.as_str().to_owned();
+        let n = self
+            .write(context, move |c| {
+                c.execute(&format!("DELETE FROM {table} WHERE uid = ?1"), [key])
+            })
+            .await?;
+        if n == 0 {
+            return Err(Error::not_found(kind, uid.as_str()));
+        }
+        Ok(())
+    }
+
     async fn get_one<R: Send + 'static>(
         &self,
         context: &'static str,

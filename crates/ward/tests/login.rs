@@ -20,71 +20,23 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use common::browser::Browser;
 use common::idp::{TestIdp, s256};
+use common::people::{
+    ID, IDPS, LOOPBACK, Login, MAPPINGS, Reply, Terminal, assert_oauth_error, bindings_of, browse, claims, dev_servers,
+    device_poll, form, get, get_with_cookies, person_uid, post_device_form, post_form, query, role_uid, test_idp_body,
+    verified_org, verifier,
+};
 use common::{TestServer, enc, is_hex, total_count, uid};
-use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::sync::mpsc;
-
-const IDPS: &str = "/iam/v2/identityProviders";
-const MAPPINGS: &str = "/iam/v2/externalGroupRoleMappings";
-const ID: &str = "/iam/v2/identities";
-const RB: &str = "/iam/v2/roleBindings";
-/// The loopback the HTTP-only flows give as the CLI's. Nothing listens there:
-/// those flows stop at Ward's redirect to it.
-const LOOPBACK: &str = "http://127.0.0.1:49152/callback";
 
 // ---------------------------------------------------------------------------
 // Servers and the organization's IdP
-
-/// One `--dev` server per backend.
-async fn dev_servers() -> Vec<TestServer> {
-    let mut v = Vec::new();
-    for db in ward_store::testing::backends().await {
-        v.push(TestServer::start_with(db, |c| c.dev = true).await);
-    }
-    v
-}
-
-fn role_uid(name: &str) -> String {
-    ward_core::capability::builtin_role(name)
-        .unwrap_or_else(|| panic!("no built-in role {name}"))
-        .uid()
-}
-
-/// A verified organization, made in the store (the API makes unverified
-/// ones; only a verified organization's name may stand for its IdP at
-/// `/oauth`). Its uid.
-async fn verified_org(s: &TestServer, name: &str) -> String {
-    use ward_core::clock::Clock as _;
-    let now = s.clock.now_millis();
-    let uid = ward_core::uidp::Uidp::new_root().as_str().to_owned();
-    let record = ward_store::GroupRecord {
-        uid: uid.clone(),
-        parent_uid: None,
-        name: name.to_owned(),
-        description: String::new(),
-        verified: true,
-        create_time: now,
-        update_time: now,
-    };
-    s.ward()
-        .store
-        .create_group(&record, None)
-        .await
-        .expect("a verified organization");
-    uid
-}
 
 /// A verified organization whose people log in at a [`TestIdp`]: default
 /// role `viewer`; the IdP group "eng" mapped to `editor`.
@@ -114,23 +66,7 @@ async fn org_with_idp(s: &TestServer, idp: &TestIdp, name: &str) -> Org {
 async fn create_idp(s: &TestServer, idp: &TestIdp, org: &str) -> String {
     let b = s.backend;
     let (viewer, editor) = (role_uid("viewer"), role_uid("editor"));
-    let (status, created) = s
-        .post(
-            &format!("{IDPS}/{org}"),
-            json!({
-                "name": "corp-sso",
-                "defaultRole": viewer,
-                "oidc": {
-                    "issuer": idp.issuer,
-                    "clientId": idp.client_id,
-                    "clientSecret": idp.client_secret,
-                    "groupsClaim": "groups",
-                    "pkceEnabled": true,
-                    "additionalScopes": [],
-                },
-            }),
-        )
-        .await;
+    let (status, created) = s.post(&format!("{IDPS}/{org}"), test_idp_body(idp, &viewer)).await;
     assert_eq!(status, StatusCode::OK, "[{b}] create the identity provider: {created}");
     assert!(
         !created.to_string().contains(&idp.client_secret),
@@ -148,100 +84,7 @@ async fn create_idp(s: &TestServer, idp: &TestIdp, org: &str) -> String {
 }
 
 // ---------------------------------------------------------------------------
-// HTTP without following redirects
-
-/// A response, redirects not followed.
-#[derive(Debug)]
-struct Reply {
-    status: StatusCode,
-    location: Option<String>,
-    /// `name=value` of each Set-Cookie.
-    cookies: Vec<String>,
-    body: String,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or(Value::Null)
-    }
-
-    /// Whether it redirects to the CLI's loopback (a refusal never does).
-    fn hands_off(&self) -> bool {
-        self.location.as_deref().is_some_and(|l| l.starts_with(LOOPBACK))
-    }
-
-    /// The Location of a 302.
-    fn redirect(&self) -> Option<String> {
-        self.location.clone().filter(|_| self.status == StatusCode::FOUND)
-    }
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("http client")
-}
-
-async fn reply(req: reqwest::RequestBuilder) -> Reply {
-    let resp = req.send().await.expect("request sent");
-    let status = resp.status();
-    let location = resp
-        .headers()
-        .get(LOCATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let cookies = resp
-        .headers()
-        .get_all(SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .filter_map(|c| c.split(';').next())
-        .map(|c| c.trim().to_owned())
-        .collect();
-    let body = resp.text().await.unwrap_or_default();
-    Reply {
-        status,
-        location,
-        cookies,
-        body,
-    }
-}
-
-async fn get(url: &str) -> Reply {
-    get_with_cookies(url, &[]).await
-}
-
-async fn get_with_cookies(url: &str, cookies: &[String]) -> Reply {
-    let mut req = client().get(url);
-    if !cookies.is_empty() {
-        req = req.header(COOKIE, cookies.join("; "));
-    }
-    reply(req).await
-}
-
-fn form(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-async fn post_form(url: &str, pairs: &[(&str, &str)]) -> Reply {
-    let req = client()
-        .post(url)
-        .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(form(pairs));
-    reply(req).await
-}
-
-/// The query parameters of `url`.
-fn query(url: &str) -> HashMap<String, String> {
-    reqwest::Url::parse(url)
-        .map(|u| u.query_pairs().into_owned().collect())
-        .unwrap_or_default()
-}
+// URLs and codes
 
 /// `url` with its `key` parameter set to `value`.
 fn with_param(url: &str, key: &str, value: &str) -> String {
@@ -271,13 +114,6 @@ fn tamper(s: &str) -> String {
     chars.into_iter().collect()
 }
 
-/// The (unverified) claims of a JWT.
-fn claims(token: &str) -> Value {
-    let payload = token.split('.').nth(1).unwrap_or_else(|| panic!("not a JWT: {token}"));
-    let bytes = URL_SAFE_NO_PAD.decode(payload).expect("base64url claims");
-    serde_json::from_slice(&bytes).expect("JSON claims")
-}
-
 // ---------------------------------------------------------------------------
 // The login flow, step by step, as the CLI and the browser do it
 
@@ -292,7 +128,7 @@ struct Flow {
 
 impl Flow {
     fn new() -> Self {
-        let verifier = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>()); // 43 characters
+        let verifier = verifier(); // 43 characters
         Self {
             challenge: s256(&verifier),
             state: URL_SAFE_NO_PAD.encode(rand::random::<[u8; 16]>()),
@@ -464,20 +300,11 @@ fn token_of(b: &str, resp: &Value) -> (String, Value) {
 
 /// A 400 `invalid_grant` from the token endpoint.
 fn assert_invalid_grant(b: &str, case: &str, r: &Reply) {
-    assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] {case}: {r:?}");
-    assert_eq!(r.json()["error"], "invalid_grant", "[{b}] {case}: {r:?}");
+    assert_oauth_error(b, case, r, StatusCode::BAD_REQUEST, "invalid_grant");
 }
 
 // ---------------------------------------------------------------------------
 // What a login makes
-
-/// The uid of the person `subject` at `issuer` (whether or not they exist).
-async fn person_uid(s: &TestServer, issuer: &str, subject: &str) -> String {
-    let path = format!("{ID}:lookupIdentity?issuer={}&subject={}", enc(issuer), enc(subject));
-    let (status, body) = s.get(&path).await;
-    assert_eq!(status, StatusCode::OK, "[{}] lookupIdentity: {body}", s.backend);
-    body["uid"].as_str().expect("uid").to_owned()
-}
 
 /// Whether the person `subject` at `issuer` exists.
 async fn person_exists(s: &TestServer, issuer: &str, subject: &str) -> bool {
@@ -501,26 +328,6 @@ async fn root_identities(s: &TestServer) -> i64 {
     let (status, page) = s.get(&format!("{ID}?uidp.in_root=true&page_size=1")).await;
     assert_eq!(status, StatusCode::OK, "[{}] list identities: {page}", s.backend);
     total_count(&page)
-}
-
-/// Every binding of `identity`, as sorted (group uid, role uid).
-async fn bindings_of(s: &TestServer, identity: &str) -> Vec<(String, String)> {
-    let (status, list) = s.get(&format!("{RB}?identity={identity}&page_size=100")).await;
-    assert_eq!(status, StatusCode::OK, "[{}] list bindings: {list}", s.backend);
-    let mut v: Vec<(String, String)> = list["roleBindings"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|x| {
-            (
-                x["group"]["uid"].as_str().unwrap_or_default().to_owned(),
-                x["role"]["uid"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 /// Something `editor` may do and `viewer` may not: create a repository.
@@ -609,183 +416,6 @@ async fn check_second_login(s: &TestServer, org: &Org, person: &str, resp: &Valu
         matches!(status.as_u16(), 403 | 404),
         "[{b}] without eng the session is a viewer: {status} {body}"
     );
-}
-
-// ---------------------------------------------------------------------------
-// The CLI
-
-/// A person's terminal: their own `ward` config directory.
-struct Terminal {
-    dir: tempfile::TempDir,
-}
-
-impl Terminal {
-    fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().expect("temp dir"),
-        }
-    }
-
-    /// `ward <args>` against `s` with this terminal's config directory and
-    /// nothing else from the test's environment.
-    fn command(&self, s: &TestServer, args: &[&str]) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ward"));
-        cmd.args(args)
-            .env("WARD_CONFIG_DIR", self.dir.path().join("config"))
-            .env("WARD_API", &s.base)
-            .env_remove("WARD_TOKEN")
-            .env_remove("WARD_TOKEN_FILE")
-            .env_remove("WARD_ISSUER")
-            .env_remove("BROWSER")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        cmd
-    }
-
-    /// `ward auth login --no-browser --idp <idp_id>`, running.
-    fn start_login(&self, s: &TestServer, idp_id: &str) -> Login {
-        Login::spawn(self.command(s, &["auth", "login", "--no-browser", "--idp", idp_id]))
-    }
-
-    /// `ward auth token`: the cached token.
-    async fn token(&self, s: &TestServer) -> String {
-        let out = tokio::time::timeout(Duration::from_secs(60), self.command(s, &["auth", "token"]).output())
-            .await
-            .expect("ward auth token finished within 60s")
-            .expect("ward runs");
-        assert!(
-            out.status.success(),
-            "[{}] ward auth token: {}",
-            s.backend,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-}
-
-/// A running `ward auth login`, its stdout and stderr read line by line.
-struct Login {
-    child: tokio::process::Child,
-    lines: mpsc::UnboundedReceiver<String>,
-    readers: Vec<tokio::task::JoinHandle<()>>,
-    /// Everything it printed so far (both streams).
-    transcript: Arc<Mutex<String>>,
-}
-
-fn read_lines(
-    pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
-    tx: mpsc::UnboundedSender<String>,
-    transcript: Arc<Mutex<String>>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(pipe).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            transcript.lock().unwrap().push_str(&format!("{line}\n"));
-            let _ = tx.send(line);
-        }
-    })
-}
-
-/// The login URL in a line the CLI printed.
-fn login_url_in(line: &str) -> Option<String> {
-    let start = line.find("http://")?;
-    let url = line[start..].split_whitespace().next()?;
-    let url = url.trim_end_matches(['.', ',', ')', '>', '"', '\'']);
-    if url.contains("/oauth?") {
-        Some(url.to_owned())
-    } else {
-        None
-    }
-}
-
-impl Login {
-    fn spawn(mut cmd: tokio::process::Command) -> Self {
-        let mut child = cmd.spawn().expect("ward runs");
-        let (tx, lines) = mpsc::unbounded_channel();
-        let transcript = Arc::new(Mutex::new(String::new()));
-        let readers = vec![
-            read_lines(
-                child.stdout.take().expect("stdout piped"),
-                tx.clone(),
-                transcript.clone(),
-            ),
-            read_lines(child.stderr.take().expect("stderr piped"), tx, transcript.clone()),
-        ];
-        Self {
-            child,
-            lines,
-            readers,
-            transcript,
-        }
-    }
-
-    fn transcript(&self) -> String {
-        self.transcript.lock().unwrap().clone()
-    }
-
-    /// The login URL it prints (within 30 s).
-    async fn url(&mut self) -> String {
-        let lines = &mut self.lines;
-        let found = tokio::time::timeout(Duration::from_secs(30), async {
-            while let Some(line) = lines.recv().await {
-                if let Some(url) = login_url_in(&line) {
-                    return Some(url);
-                }
-            }
-            None
-        })
-        .await;
-        match found {
-            Ok(Some(url)) => url,
-            Ok(None) => panic!("ward auth login exited without a login URL:\n{}", self.transcript()),
-            Err(_) => panic!(
-                "ward auth login printed no login URL within 30s:\n{}",
-                self.transcript()
-            ),
-        }
-    }
-
-    /// Waits up to `timeout` for it to exit: its status, None if it still runs.
-    async fn exited(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let waited = tokio::time::timeout(timeout, self.child.wait()).await.ok()?;
-        Some(waited.expect("wait for ward"))
-    }
-
-    /// Waits (up to 60 s) for it to exit: its status and transcript.
-    async fn finish(mut self) -> (ExitStatus, String) {
-        let Some(status) = self.exited(Duration::from_secs(60)).await else {
-            let out = self.kill().await;
-            panic!("ward auth login did not finish within 60s:\n{out}")
-        };
-        for r in self.readers.drain(..) {
-            let _ = r.await;
-        }
-        (status, self.transcript())
-    }
-
-    /// Kills it: its transcript.
-    async fn kill(mut self) -> String {
-        let _ = self.child.kill().await;
-        for r in self.readers.drain(..) {
-            let _ = r.await;
-        }
-        self.transcript()
-    }
-}
-
-/// Plays the browser over HTTP from the CLI's login URL: Ward, the IdP as
-/// `username` in `groups`, Ward's callback, then the CLI's loopback. The
-/// loopback's reply, or the step that went wrong.
-async fn browse(url: &str, idp: &TestIdp, username: &str, groups: &[&str]) -> Result<Reply, String> {
-    let r = get(url).await;
-    let authorize = r.redirect().ok_or_else(|| format!("/oauth: {r:?}"))?;
-    let cookies = r.cookies;
-    let callback = idp.try_approve(&authorize, username, groups).await?;
-    let r = get_with_cookies(&callback, &cookies).await;
-    let loopback = r.redirect().ok_or_else(|| format!("callback: {r:?}"))?;
-    Ok(get(&loopback).await)
 }
 
 // ---------------------------------------------------------------------------
@@ -1121,16 +751,6 @@ async fn refused_id_token(s: &TestServer, idp: &TestIdp, org: &Org, case: &str, 
     );
 }
 
-/// Posts the device page's form with `origin` as the browser's Origin.
-async fn post_device_form(s: &TestServer, user_code: &str, origin: &str) -> Reply {
-    let req = client()
-        .post(format!("{}/oauth/device", s.base))
-        .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .header(reqwest::header::ORIGIN, origin)
-        .body(form(&[("user_code", user_code)]));
-    reply(req).await
-}
-
 /// The headless (device-code) login: the CLI prints a URL and a code; the
 /// person opens the URL on another device, types the code, logs in at the
 /// IdP; the CLI, polling, ends logged in. Cross-site form posts, wrong codes,
@@ -1209,10 +829,7 @@ async fn headless_login_end_to_end() {
         let carol = person_uid(&s, &idp.issuer, "user-carol").await;
         assert!(out.contains(&format!("Logged in as {carol}")), "[{b}] {out}");
         let token = term.token(&s).await;
-        let claims = {
-            let payload = token.split('.').nth(1).expect("jwt");
-            serde_json::from_slice::<Value>(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
-        };
+        let claims = claims(&token);
         assert_eq!(claims["sub"], carol.as_str(), "[{b}] {claims}");
         assert_eq!(
             claims["roles"],
@@ -1221,15 +838,7 @@ async fn headless_login_end_to_end() {
         );
 
         // Polling with an unknown device code, or without a matching verifier.
-        let r = post_form(
-            &format!("{}/oauth/token", s.base),
-            &[
-                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
-                ("device_code", "not-a-device-code"),
-                ("code_verifier", &"v".repeat(43)),
-            ],
-        )
-        .await;
+        let r = device_poll(&s, "not-a-device-code", &"v".repeat(43)).await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] {r:?}");
         assert_eq!(r.json()["error"], "invalid_grant", "[{b}] {r:?}");
     }

@@ -16,24 +16,21 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::process::ExitStatus;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use common::idp::{TestIdp, s256};
-use common::{Bearer, TestServer, assert_error, enc, field_violations, is_hex, uid};
-use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
+use common::idp::TestIdp;
+use common::people::{
+    ID, IDPS, Login, MAPPINGS, RB, Terminal, assert_invalid, browse, create_mapping, create_test_idp, custom_role,
+    dev_servers, login, person_uid, role_uid, stored_idp, verified_org,
+};
+use common::{Bearer, TestServer, assert_error, is_hex, uid};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::sync::mpsc;
 use tonic::transport::Channel;
 use ward_core::clock::Clock as _;
-use ward_core::uidp::Uidp;
 use ward_proto::auth::v1::RegistrationRequest;
 use ward_proto::auth::v1::auth_client::AuthClient;
 use ward_proto::common::UidpFilter;
@@ -47,70 +44,12 @@ use ward_proto::iam::v2::{
 use ward_proto::iam::v2beta1::group_invites_service_client::GroupInvitesServiceClient as BetaGroupInvitesServiceClient;
 
 const INVITES: &str = "/iam/v2/groupInvites";
-const IDPS: &str = "/iam/v2/identityProviders";
-const MAPPINGS: &str = "/iam/v2/externalGroupRoleMappings";
-const RB: &str = "/iam/v2/roleBindings";
-const ID: &str = "/iam/v2/identities";
 const REGISTER: &str = "/auth/v1/register";
-/// The loopback the HTTP-only logins give as the CLI's. Nothing listens
-/// there: those flows stop at Ward's redirect to it.
-const LOOPBACK: &str = "http://127.0.0.1:49152/callback";
 /// The client secret of the identity providers made here.
 const SECRET: &str = "TOPSECRET-123";
 
 // ---------------------------------------------------------------------------
 // Servers, roles, groups
-
-/// One `--dev` server per backend (Ward may fetch a [`TestIdp`] over plain
-/// http on loopback).
-async fn dev_servers() -> Vec<TestServer> {
-    let mut v = Vec::new();
-    for db in ward_store::testing::backends().await {
-        v.push(TestServer::start_with(db, |c| c.dev = true).await);
-    }
-    v
-}
-
-fn role_uid(name: &str) -> String {
-    ward_core::capability::builtin_role(name)
-        .unwrap_or_else(|| panic!("no built-in role {name}"))
-        .uid()
-}
-
-/// A verified organization, made in the store (only a verified
-/// organization's IdP is trusted for logins by name; the API makes
-/// unverified ones). Its uid.
-async fn verified_org(s: &TestServer, name: &str) -> String {
-    let now = s.clock.now_millis();
-    let uid = Uidp::new_root().as_str().to_owned();
-    let record = ward_store::GroupRecord {
-        uid: uid.clone(),
-        parent_uid: None,
-        name: name.to_owned(),
-        description: String::new(),
-        verified: true,
-        create_time: now,
-        update_time: now,
-    };
-    s.ward()
-        .store
-        .create_group(&record, None)
-        .await
-        .expect("a verified organization");
-    uid
-}
-
-/// A custom role at `group` holding `caps`: its uid.
-async fn custom_role(s: &TestServer, group: &str, name: &str, caps: &[&str]) -> String {
-    let (status, role) = s
-        .post(
-            &format!("/iam/v2/roles/{group}"),
-            json!({ "name": name, "capabilities": caps }),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "[{}] create role {name}: {role}", s.backend);
-    uid(&role)
-}
 
 /// A workload identity in `group` (not a person): its uid.
 async fn workload(s: &TestServer, group: &str, name: &str) -> String {
@@ -170,16 +109,6 @@ async fn count_bindings(s: &TestServer, org: &str, group: &str, identity: &str, 
 
 // ---------------------------------------------------------------------------
 // Error bodies
-
-/// A 400 INVALID_ARGUMENT naming `field` among its violations.
-fn assert_invalid(ctx: &str, status: StatusCode, body: &Value, field: &str) {
-    assert_error(ctx, status, body, 400, 3, "INVALID_ARGUMENT");
-    let violations = field_violations(body);
-    assert!(
-        violations.iter().any(|(f, _)| f == field),
-        "{ctx}: a violation of {field} in {violations:?}; body: {body}"
-    );
-}
 
 /// The `type`s of the PreconditionFailure violations of an error body.
 fn precondition_kinds(body: &Value) -> Vec<String> {
@@ -329,56 +258,6 @@ async fn create_idp(s: &TestServer, org: &str, name: &str) -> String {
     uid(&created)
 }
 
-/// An identity provider at `org` for the [`TestIdp`] `idp` (default role
-/// viewer, PKCE on): its uid.
-async fn create_test_idp(s: &TestServer, idp: &TestIdp, org: &str) -> String {
-    let (status, created) = s
-        .post(
-            &format!("{IDPS}/{org}"),
-            json!({
-                "name": "corp-sso",
-                "defaultRole": role_uid("viewer"),
-                "oidc": {
-                    "issuer": idp.issuer,
-                    "clientId": idp.client_id,
-                    "clientSecret": idp.client_secret,
-                    "groupsClaim": "groups",
-                    "pkceEnabled": true,
-                },
-            }),
-        )
-        .await;
-    assert_eq!(
-        status,
-        StatusCode::OK,
-        "[{}] create the identity provider: {created}",
-        s.backend
-    );
-    uid(&created)
-}
-
-/// Maps `group` at `idp` to `role` with the admin token: the mapping.
-async fn create_mapping(s: &TestServer, idp: &str, body: Value) -> Value {
-    let (status, mapping) = s.post(&format!("{MAPPINGS}/{idp}"), body.clone()).await;
-    assert_eq!(
-        status,
-        StatusCode::OK,
-        "[{}] create a mapping at {idp} with {body}: {mapping}",
-        s.backend
-    );
-    mapping
-}
-
-/// The stored record of an identity provider.
-async fn stored_idp(s: &TestServer, idp: &str) -> ward_store::people::IdentityProviderRecord {
-    s.ward()
-        .store
-        .get_identity_provider(&Uidp::parse("uid", idp).expect("a uid"))
-        .await
-        .expect("get_identity_provider")
-        .unwrap_or_else(|| panic!("[{}] {idp} is stored", s.backend))
-}
-
 fn contains_bytes(hay: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -425,169 +304,6 @@ async fn channel(s: &TestServer) -> Channel {
 }
 
 // ---------------------------------------------------------------------------
-// HTTP without following redirects (the browser's part of a login)
-
-/// A response, redirects not followed.
-#[derive(Debug)]
-struct Reply {
-    status: StatusCode,
-    location: Option<String>,
-    /// `name=value` of each Set-Cookie.
-    cookies: Vec<String>,
-    body: String,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or(Value::Null)
-    }
-
-    /// The Location of a 302.
-    fn redirect(&self) -> Option<String> {
-        self.location.clone().filter(|_| self.status == StatusCode::FOUND)
-    }
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("http client")
-}
-
-async fn reply(req: reqwest::RequestBuilder) -> Reply {
-    let resp = req.send().await.expect("request sent");
-    let status = resp.status();
-    let location = resp
-        .headers()
-        .get(LOCATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let cookies = resp
-        .headers()
-        .get_all(SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .filter_map(|c| c.split(';').next())
-        .map(|c| c.trim().to_owned())
-        .collect();
-    let body = resp.text().await.unwrap_or_default();
-    Reply {
-        status,
-        location,
-        cookies,
-        body,
-    }
-}
-
-async fn get(url: &str) -> Reply {
-    get_with_cookies(url, &[]).await
-}
-
-async fn get_with_cookies(url: &str, cookies: &[String]) -> Reply {
-    let mut req = client().get(url);
-    if !cookies.is_empty() {
-        req = req.header(COOKIE, cookies.join("; "));
-    }
-    reply(req).await
-}
-
-fn form(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-async fn post_form(url: &str, pairs: &[(&str, &str)]) -> Reply {
-    let req = client()
-        .post(url)
-        .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(form(pairs));
-    reply(req).await
-}
-
-/// The query parameters of `url`.
-fn query(url: &str) -> HashMap<String, String> {
-    reqwest::Url::parse(url)
-        .map(|u| u.query_pairs().into_owned().collect())
-        .unwrap_or_default()
-}
-
-/// A whole login over HTTP as `username` (in no groups) at `idp_id`, as the
-/// CLI and a browser do it: the person's (identity uid, Ward token).
-async fn login(s: &TestServer, idp: &TestIdp, idp_id: &str, username: &str) -> (String, String) {
-    let b = s.backend;
-    let verifier = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
-    let state = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 16]>());
-    let challenge = s256(&verifier);
-    let start = format!(
-        "{}/oauth?{}",
-        s.base,
-        form(&[
-            ("idp_id", idp_id),
-            ("redirect", LOOPBACK),
-            ("state", &state),
-            ("code_challenge", &challenge),
-            ("code_challenge_method", "S256"),
-        ])
-    );
-    let r = get(&start).await;
-    let authorize = r
-        .redirect()
-        .unwrap_or_else(|| panic!("[{b}] /oauth sends {username} to the IdP: {r:?}"));
-    let callback = idp.approve(&authorize, username, &[]).await;
-    let back = get_with_cookies(&callback, &r.cookies).await;
-    let to = back
-        .redirect()
-        .unwrap_or_else(|| panic!("[{b}] the callback hands {username}'s login to the CLI: {back:?}"));
-    assert!(
-        to.starts_with(&format!("{LOOPBACK}?")),
-        "[{b}] to the CLI's loopback: {to}"
-    );
-    let q = query(&to);
-    assert_eq!(q.get("state"), Some(&state), "[{b}] the CLI's state comes back: {to}");
-    let code = q
-        .get("code")
-        .cloned()
-        .unwrap_or_else(|| panic!("[{b}] a handoff code: {to}"));
-    let r = post_form(
-        &format!("{}/oauth/token", s.base),
-        &[
-            ("grant_type", "authorization_code"),
-            ("code", &code),
-            ("code_verifier", &verifier),
-        ],
-    )
-    .await;
-    assert_eq!(r.status, StatusCode::OK, "[{b}] {username} redeems the handoff: {r:?}");
-    let resp = r.json();
-    let identity = resp["identity"]
-        .as_str()
-        .unwrap_or_else(|| panic!("[{b}] an identity: {resp}"))
-        .to_owned();
-    let token = resp["token"]
-        .as_str()
-        .unwrap_or_else(|| panic!("[{b}] a token: {resp}"))
-        .to_owned();
-    (identity, token)
-}
-
-/// The uid of the person `subject` at `issuer`.
-async fn person_uid(s: &TestServer, issuer: &str, subject: &str) -> String {
-    let path = format!("{ID}:lookupIdentity?issuer={}&subject={}", enc(issuer), enc(subject));
-    let (status, body) = s.get(&path).await;
-    assert_eq!(
-        status,
-        StatusCode::OK,
-        "[{}] lookupIdentity {subject}: {body}",
-        s.backend
-    );
-    body["uid"].as_str().expect("uid").to_owned()
-}
-
-// ---------------------------------------------------------------------------
 // The CLI
 
 /// A finished `ward` run.
@@ -625,157 +341,6 @@ async fn ward(s: &TestServer, token: &str, args: &[&str]) -> Run {
     }
 }
 
-/// A person's terminal: their own `ward` config directory.
-struct Terminal {
-    dir: tempfile::TempDir,
-}
-
-impl Terminal {
-    fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().expect("temp dir"),
-        }
-    }
-
-    /// `ward <args>` against `s` with this terminal's config directory and
-    /// nothing else from the test's environment.
-    fn command(&self, s: &TestServer, args: &[&str]) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ward"));
-        cmd.args(args)
-            .env("WARD_CONFIG_DIR", self.dir.path().join("config"))
-            .env("WARD_API", &s.base)
-            .env_remove("WARD_TOKEN")
-            .env_remove("WARD_TOKEN_FILE")
-            .env_remove("WARD_ISSUER")
-            .env_remove("WARD_IDP")
-            .env_remove("BROWSER")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        cmd
-    }
-}
-
-/// A running `ward auth login`, its stdout and stderr read line by line.
-struct Login {
-    child: tokio::process::Child,
-    lines: mpsc::UnboundedReceiver<String>,
-    readers: Vec<tokio::task::JoinHandle<()>>,
-    /// Everything it printed so far (both streams).
-    transcript: Arc<Mutex<String>>,
-}
-
-fn read_lines(
-    pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
-    tx: mpsc::UnboundedSender<String>,
-    transcript: Arc<Mutex<String>>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(pipe).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            transcript.lock().unwrap().push_str(&format!("{line}\n"));
-            let _ = tx.send(line);
-        }
-    })
-}
-
-/// The login URL in a line the CLI printed.
-fn login_url_in(line: &str) -> Option<String> {
-    let start = line.find("http://")?;
-    let url = line[start..].split_whitespace().next()?;
-    let url = url.trim_end_matches(['.', ',', ')', '>', '"', '\'']);
-    if url.contains("/oauth?") {
-        Some(url.to_owned())
-    } else {
-        None
-    }
-}
-
-impl Login {
-    fn spawn(mut cmd: tokio::process::Command) -> Self {
-        let mut child = cmd.spawn().expect("ward runs");
-        let (tx, lines) = mpsc::unbounded_channel();
-        let transcript = Arc::new(Mutex::new(String::new()));
-        let readers = vec![
-            read_lines(
-                child.stdout.take().expect("stdout piped"),
-                tx.clone(),
-                transcript.clone(),
-            ),
-            read_lines(child.stderr.take().expect("stderr piped"), tx, transcript.clone()),
-        ];
-        Self {
-            child,
-            lines,
-            readers,
-            transcript,
-        }
-    }
-
-    fn transcript(&self) -> String {
-        self.transcript.lock().unwrap().clone()
-    }
-
-    /// The login URL it prints (within 30 s).
-    async fn url(&mut self) -> String {
-        let lines = &mut self.lines;
-        let found = tokio::time::timeout(Duration::from_secs(30), async {
-            while let Some(line) = lines.recv().await {
-                if let Some(url) = login_url_in(&line) {
-                    return Some(url);
-                }
-            }
-            None
-        })
-        .await;
-        match found {
-            Ok(Some(url)) => url,
-            Ok(None) => panic!("ward auth login exited without a login URL:\n{}", self.transcript()),
-            Err(_) => panic!(
-                "ward auth login printed no login URL within 30s:\n{}",
-                self.transcript()
-            ),
-        }
-    }
-
-    /// Waits (up to 60 s) for it to exit: its status and transcript.
-    async fn finish(mut self) -> (ExitStatus, String) {
-        let waited = tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await;
-        let Ok(status) = waited else {
-            let out = self.kill().await;
-            panic!("ward auth login did not finish within 60s:\n{out}")
-        };
-        let status = status.expect("wait for ward");
-        for r in self.readers.drain(..) {
-            let _ = r.await;
-        }
-        (status, self.transcript())
-    }
-
-    /// Kills it: its transcript.
-    async fn kill(mut self) -> String {
-        let _ = self.child.kill().await;
-        for r in self.readers.drain(..) {
-            let _ = r.await;
-        }
-        self.transcript()
-    }
-}
-
-/// Plays the browser over HTTP from the CLI's login URL: Ward, the IdP as
-/// `username`, Ward's callback, then the CLI's loopback. The loopback's
-/// reply, or the step that went wrong.
-async fn browse(url: &str, idp: &TestIdp, username: &str) -> Result<Reply, String> {
-    let r = get(url).await;
-    let authorize = r.redirect().ok_or_else(|| format!("/oauth: {r:?}"))?;
-    let cookies = r.cookies;
-    let callback = idp.try_approve(&authorize, username, &[]).await?;
-    let r = get_with_cookies(&callback, &cookies).await;
-    let loopback = r.redirect().ok_or_else(|| format!("callback: {r:?}"))?;
-    Ok(get(&loopback).await)
-}
-
 /// `ward auth login --no-browser --idp <idp_id> --invite-code <code>` in a
 /// fresh terminal, the browser played over HTTP as `username`: its exit
 /// status and transcript.
@@ -787,7 +352,7 @@ async fn cli_login(s: &TestServer, idp: &TestIdp, idp_id: &str, username: &str, 
         &["auth", "login", "--no-browser", "--idp", idp_id, "--invite-code", code],
     ));
     let url = login.url().await;
-    let r = match browse(&url, idp, username).await {
+    let r = match browse(&url, idp, username, &[]).await {
         Ok(r) => r,
         Err(e) => panic!("[{b}] browsing {url} as {username}: {e}\nward:\n{}", login.kill().await),
     };
@@ -1156,7 +721,7 @@ async fn invite_email_must_match() {
         let idp = TestIdp::start().await;
         let org = verified_org(&s, "acme").await;
         let team = uid(&s.create_group(Some(&org), "team").await);
-        let idp_uid = create_test_idp(&s, &idp, &org).await;
+        let idp_uid = create_test_idp(&s, &idp, &org, &role_uid("viewer")).await;
         let editor = role_uid("editor");
 
         let invite = create_invite(
@@ -1170,7 +735,7 @@ async fn invite_email_must_match() {
         let invite_uid = uid(&invite);
 
         // Bob (bob@example.com, verified) is refused, and uses nothing up.
-        let (bob, bob_token) = login(&s, &idp, &idp_uid, "bob").await;
+        let (bob, bob_token) = login(&s, &idp, &idp_uid, "bob", &[]).await;
         let (status, body) = register(&s, &bob_token, &code).await;
         assert_error(
             &format!("{b}: bob accepts alice's invite"),
@@ -1205,7 +770,7 @@ async fn invite_email_must_match() {
 
         // Until the organization owns example.com, no provider's word on an
         // email is trusted, not even its own provider's.
-        let (_, alice_token) = login(&s, &idp, &idp_uid, "alice").await;
+        let (_, alice_token) = login(&s, &idp, &idp_uid, "alice", &[]).await;
         let (status, body) = register(&s, &alice_token, &code).await;
         assert_error(
             &format!("{b}: alice before example.com is verified"),
@@ -1221,8 +786,8 @@ async fn invite_email_must_match() {
         // Another organization's provider claiming alice's email is not trusted.
         let evil_idp = TestIdp::start().await;
         let evil = verified_org(&s, "evil").await;
-        let evil_idp_uid = create_test_idp(&s, &evil_idp, &evil).await;
-        let (_, mallory_token) = login(&s, &evil_idp, &evil_idp_uid, "alice").await;
+        let evil_idp_uid = create_test_idp(&s, &evil_idp, &evil, &role_uid("viewer")).await;
+        let (_, mallory_token) = login(&s, &evil_idp, &evil_idp_uid, "alice", &[]).await;
         let (status, body) = register(&s, &mallory_token, &code).await;
         assert_error(
             &format!("{b}: another organization's provider vouching for alice"),
@@ -1234,7 +799,7 @@ async fn invite_email_must_match() {
         );
 
         // Alice, through her organization's provider, is let in.
-        let (alice, alice_token) = login(&s, &idp, &idp_uid, "alice").await;
+        let (alice, alice_token) = login(&s, &idp, &idp_uid, "alice", &[]).await;
         register_ok(&s, "alice", &alice, &alice_token, &code, &team).await;
         assert_eq!(
             bindings_at(&s, &org, &team).await,
@@ -1251,7 +816,7 @@ async fn invite_email_must_match() {
             json!({ "roleUid": editor, "ttl": "3600s", "email": "Carol@Example.COM" }),
         )
         .await;
-        let (carol, carol_token) = login(&s, &idp, &idp_uid, "carol").await;
+        let (carol, carol_token) = login(&s, &idp, &idp_uid, "carol", &[]).await;
         register_ok(&s, "carol", &carol, &carol_token, &code_of(b, &invite), &team).await;
         let (status, body) = register(&s, &bob_token, &code_of(b, &invite)).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "[{b}] bob on carol's invite: {body}");
@@ -2195,7 +1760,7 @@ async fn cli_login_with_invite_code() {
         let idp = TestIdp::start().await;
         let org = verified_org(&s, "acme").await;
         let team = uid(&s.create_group(Some(&org), "team").await);
-        let idp_uid = create_test_idp(&s, &idp, &org).await;
+        let idp_uid = create_test_idp(&s, &idp, &org, &role_uid("viewer")).await;
         let editor = role_uid("editor");
         let invite = create_invite(&s, &team, invite_body(&editor, "3600s", true)).await;
         let code = code_of(b, &invite);

@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::people::role_uid;
 use common::{Bearer, TestServer, assert_error, person, uid};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
@@ -85,7 +86,7 @@ async fn verified_organizations_can_be_found_and_asked_to_join() {
                 let (status, idp) = s
                     .post(
                         &format!("/iam/v2/identityProviders/{org}"),
-                        json!({"name": "sso", "defaultRole": ward_core::capability::builtin_role("viewer").unwrap().uid(),
+                        json!({"name": "sso", "defaultRole": role_uid("viewer"),
                                "oidc": {"issuer": format!("https://sso.{org}.example"), "clientId": "ward", "clientSecret": "s"}}),
                     )
                     .await;

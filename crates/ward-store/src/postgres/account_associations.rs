@@ -73,15 +73,8 @@ impl AccountAssociationStore for PostgresStore {
     }
 
     async fn delete_account_association(&self, uid: &Uidp) -> Result<()> {
-        let done = sqlx::query("DELETE FROM account_associations WHERE uid = $1")
-            .bind(uid.as_str())
-            .execute(&self.pool)
+        self.delete_by_uid("account_associations", ACCOUNT_ASSOCIATION_TYPE, uid)
             .await
-            .map_err(|e| db_err("delete account association", e))?;
-        if done.rows_affected() == 0 {
-            return Err(Error::not_found(ACCOUNT_ASSOCIATION_TYPE, uid.as_str()));
-        }
-        Ok(())
     }
 
     async fn list_account_associations(&self, q: &ListQuery) -> Result<Page<AccountAssociationRecord>> {

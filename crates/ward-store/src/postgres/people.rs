@@ -14,20 +14,6 @@ use crate::people::{
 use crate::sql::{GROUP_INVITE_COLUMNS, GROUP_MAPPING_COLUMNS, IDENTITY_PROVIDER_COLUMNS, PERSON_COLUMNS};
 use crate::{IDENTITY_TYPE, IdentityRecord, ROLE_TYPE, RoleBindingRecord, db_err};
 
-impl PostgresStore {
-    async fn delete_by_uid(&self, table: &str, kind: &'static str, uid: &Uidp) -> Result<()> {
-        let done = sqlx::query(&format!("DELETE FROM {table} WHERE uid = $1"))
-            .bind(uid.as_str())
-            .execute(&self.pool)
-            .await
-            .map_err(|e| db_err("delete", e))?;
-        if done.rows_affected() == 0 {
-            return Err(Error::not_found(kind, uid.as_str()));
-        }
-        Ok(())
-    }
-}
-
 #[async_trait]
 impl PeopleStore for PostgresStore {
     async fn create_identity_provider(&self, r: &IdentityProviderRecord) -> Result<()> {

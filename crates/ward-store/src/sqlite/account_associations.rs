@@ -97,16 +97,13 @@ impl AccountAssociationStore for SqliteStore {
     }
 
     async fn delete_account_association(&self, uid: &Uidp) -> Result<()> {
-        let key = uid.as_str().to_owned();
-        let n = self
-            .write("delete account association", move |c| {
-                c.execute("DELETE FROM account_associations WHERE uid = ?1", [key])
-            })
-            .await?;
-        if n == 0 {
-            return Err(Error::not_found(ACCOUNT_ASSOCIATION_TYPE, uid.as_str()));
-        }
-        Ok(())
+        self.delete_by_uid(
+            "delete account association",
+            "account_associations",
+            ACCOUNT_ASSOCIATION_TYPE,
+            uid,
+        )
+        .await
     }
 
     async fn list_account_associations(&self, q: &ListQuery) -> Result<Page<AccountAssociationRecord>> {

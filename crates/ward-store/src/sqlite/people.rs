@@ -188,16 +188,13 @@ impl PeopleStore for SqliteStore {
     }
 
     async fn delete_identity_provider(&self, uid: &Uidp) -> Result<()> {
-        let key = uid.as_str().to_owned();
-        let n = self
-            .write("delete identity provider", move |c| {
-                c.execute("DELETE FROM identity_providers WHERE uid = ?1", [key])
-            })
-            .await?;
-        if n == 0 {
-            return Err(Error::not_found(IDENTITY_PROVIDER_TYPE, uid.as_str()));
-        }
-        Ok(())
+        self.delete_by_uid(
+            "delete identity provider",
+            "identity_providers",
+            IDENTITY_PROVIDER_TYPE,
+            uid,
+        )
+        .await
     }
 
     async fn list_identity_providers(&self, q: &ListQuery) -> Result<Page<IdentityProviderRecord>> {
@@ -344,16 +341,8 @@ impl PeopleStore for SqliteStore {
     }
 
     async fn delete_group_invite(&self, uid: &Uidp) -> Result<()> {
-        let key = uid.as_str().to_owned();
-        let n = self
-            .write("delete group invite", move |c| {
-                c.execute("DELETE FROM group_invites WHERE uid = ?1", [key])
-            })
-            .await?;
-        if n == 0 {
-            return Err(Error::not_found(GROUP_INVITE_TYPE, uid.as_str()));
-        }
-        Ok(())
+        self.delete_by_uid("delete group invite", "group_invites", GROUP_INVITE_TYPE, uid)
+            .await
     }
 
     async fn list_group_invites(&self, q: &ListQuery) -> Result<Page<GroupInviteRecord>> {

@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod idp;
+pub mod people;
 
 use std::sync::Arc;
 

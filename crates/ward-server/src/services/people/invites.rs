@@ -47,6 +47,21 @@ struct Code {
     exp: i64,
 }
 
+fn invite_with_role(r: GroupInviteRecord, code: Option<String>, role: Option<GroupInviteRole>) -> GroupInvite {
+    GroupInvite {
+        uid: r.uid,
+        role_uid: r.role_uid,
+        email: r.email,
+        ttl: None,
+        expiration_time: Some(Timestamp::from_millis(r.expire_time)),
+        single_use: r.single_use,
+        code: code.unwrap_or_default(),
+        key_id: r.name,
+        create_time: Some(Timestamp::from_millis(r.create_time)),
+        role,
+    }
+}
+
 fn invalid_code() -> Error {
     Error::invalid("code", "the invite code is not valid")
 }
@@ -75,8 +90,9 @@ impl Ward {
         serde_json::from_slice(&payload).map_err(|_| invalid_code())
     }
 
-    async fn invite_to_proto(&self, r: GroupInviteRecord, code: Option<String>) -> Result<GroupInvite> {
-        let role = match Uidp::parse("role_uid", &r.role_uid) {
+    /// The invite's role, hydrated (absent once deleted).
+    async fn invite_role(&self, role_uid: &str) -> Result<Option<GroupInviteRole>> {
+        Ok(match Uidp::parse("role_uid", role_uid) {
             Ok(uid) => self.store.get_role(&uid).await?.map(|role| GroupInviteRole {
                 uid: role.uid,
                 name: role.name,
@@ -87,19 +103,12 @@ impl Ward {
                     .collect(),
             }),
             Err(_) => None,
-        };
-        Ok(GroupInvite {
-            uid: r.uid,
-            role_uid: r.role_uid,
-            email: r.email,
-            ttl: None,
-            expiration_time: Some(Timestamp::from_millis(r.expire_time)),
-            single_use: r.single_use,
-            code: code.unwrap_or_default(),
-            key_id: r.name,
-            create_time: Some(Timestamp::from_millis(r.create_time)),
-            role,
         })
+    }
+
+    async fn invite_to_proto(&self, r: GroupInviteRecord, code: Option<String>) -> Result<GroupInvite> {
+        let role = self.invite_role(&r.role_uid).await?;
+        Ok(invite_with_role(r, code, role))
     }
 
     async fn visible_invite(&self, caller: &Caller, uid: &Uidp) -> Result<GroupInviteRecord> {
@@ -202,9 +211,16 @@ impl Ward {
         let (q, skipped) = self.list_query(COLLECTION, params, visible)?;
         let page = self.store.list_group_invites(&q).await?;
         let next_page_token = self.next_page_token(COLLECTION, &q, skipped, &page);
+        // One read per distinct role on the page, not per invite.
+        let mut roles: std::collections::HashMap<String, Option<GroupInviteRole>> = Default::default();
         let mut group_invites = Vec::with_capacity(page.items.len());
         for r in page.items {
-            group_invites.push(self.invite_to_proto(r, None).await?);
+            if !roles.contains_key(&r.role_uid) {
+                let role = self.invite_role(&r.role_uid).await?;
+                roles.insert(r.role_uid.clone(), role);
+            }
+            let role = roles.get(&r.role_uid).cloned().flatten();
+            group_invites.push(invite_with_role(r, None, role));
         }
         Ok(ListGroupInvitesResponse {
             group_invites,

@@ -400,6 +400,11 @@ impl Ward {
         let repoints = ["oidc.issuer", "oidc.client_id", "oidc.groups_claim"]
             .iter()
             .any(|p| mask.contains(p));
+        if repoints {
+            self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &org)?;
+            let granted = self.provider_grants(&current).await?;
+            self.check_no_escalation(caller, &org, granted)?;
+        }
         let new_endpoint = mask.contains("oidc.issuer") || mask.contains("oidc.client_id");
         if new_endpoint && current.client_secret.is_some() && !mask.contains("oidc.client_secret") {
             return Err(Error::invalid(
@@ -407,11 +412,6 @@ impl Ward {
                 "give the client secret again when changing the issuer or client id \
                  (an empty one makes a public client, which needs pkce_enabled)",
             ));
-        }
-        if repoints {
-            self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &org)?;
-            let granted = self.provider_grants(&current).await?;
-            self.check_no_escalation(caller, &org, granted)?;
         }
         if mask.contains("default_role") {
             self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &org)?;
