@@ -613,6 +613,18 @@ async fn refusals_on(s: &TestServer) {
     let code = callback_ok(s, &url, &flow).await;
     let r = callback(&url, &flow).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "[{b}] the callback replayed: {r:?}");
+
+    // A code the IdP never issued, with a real state: the IdP refuses to
+    // redeem it, and Ward hands nothing off.
+    let mut forged_flow = Flow::new();
+    let authorize = begin(s, &idp, &org.idp, &mut forged_flow).await;
+    let real = idp.approve(&authorize, "mallory", &[]).await;
+    let r = callback(&with_param(&real, "code", "a-code-the-idp-never-issued"), &forged_flow).await;
+    assert!(
+        matches!(r.status, StatusCode::UNAUTHORIZED | StatusCode::BAD_REQUEST),
+        "[{b}] a forged code: {r:?}"
+    );
+    assert!(!r.hands_off(), "[{b}] a forged code: {r:?}");
     assert!(!r.hands_off(), "[{b}] the callback replayed: {r:?}");
 
     // The handoff code: once, with the right verifier.
