@@ -26,6 +26,8 @@ use ward_core::clock::Clock;
 use ward_core::{Error, Result};
 use ward_store::{SigningKeyRecord, Store};
 
+use crate::secret::{Purpose, ServerSecret};
+
 pub mod secret;
 pub mod upstream;
 
@@ -46,9 +48,9 @@ const KEY_RETIRE_AFTER_MS: i64 = (TOKEN_LIFETIME_SECS + 5 * 60) * 1000;
 
 /// Adds a new signing key (it signs from the next refresh on) and deletes keys
 /// whose tokens can no longer be valid. Returns the new key's id.
-pub async fn rotate_key(store: &dyn Store, now_ms: i64) -> Result<String> {
+pub async fn rotate_key(store: &dyn Store, secret: &ServerSecret, now_ms: i64) -> Result<String> {
     let key = generate_key(now_ms)?;
-    store.insert_signing_key(&key).await?;
+    store.insert_signing_key(&seal_key(&key, secret)).await?;
     prune_keys(store, now_ms).await?;
     Ok(key.kid)
 }
@@ -190,6 +192,8 @@ pub struct Tokens {
     keys: RwLock<KeySet>,
     /// SHA-256 of a verified token → the kid that signed it, and its claims.
     verified: moka::sync::Cache<[u8; 32], Verified>,
+    /// Opens the private keys, stored sealed.
+    secret: ServerSecret,
 }
 
 /// A verified token, as cached.
@@ -203,14 +207,47 @@ fn unauthenticated(msg: &str) -> Error {
     Error::Unauthenticated(msg.to_owned())
 }
 
-fn key_from_record(r: &SigningKeyRecord) -> Result<Key> {
+/// Marks a private key stored sealed with the server's secret key. Keys
+/// stored before sealing (plain PKCS#8 DER, which starts with 0x30) still load;
+/// they are retired by the next rotation.
+const SEALED_KEY_PREFIX: &[u8] = b"ward-sealed-v1:";
+
+/// The record with its private key sealed (bound to its kid).
+fn seal_key(r: &SigningKeyRecord, secret: &ServerSecret) -> SigningKeyRecord {
+    let mut sealed = SEALED_KEY_PREFIX.to_vec();
+    sealed.extend(secret.seal(Purpose::SigningKey, r.kid.as_bytes(), &r.private_key));
+    SigningKeyRecord {
+        private_key: sealed,
+        ..r.clone()
+    }
+}
+
+/// A stored signing key's private half as PKCS#8 DER, opened with the
+/// server's secret key (or as stored, for a key from before sealing).
+pub fn private_key_der(r: &SigningKeyRecord, secret: &ServerSecret) -> Result<Vec<u8>> {
+    Ok(match r.private_key.strip_prefix(SEALED_KEY_PREFIX) {
+        Some(sealed) => secret
+            .open(Purpose::SigningKey, r.kid.as_bytes(), sealed)
+            .ok_or_else(|| {
+                Error::internal(format_args!(
+                    "signing key {} does not open with this server's secret key \
+                 (replicas sharing a database need the same --secret-key)",
+                    r.kid
+                ))
+            })?,
+        None => r.private_key.clone(),
+    })
+}
+
+fn key_from_record(r: &SigningKeyRecord, secret: &ServerSecret) -> Result<Key> {
     if r.algorithm != ALGORITHM {
         return Err(Error::internal(format_args!(
             "signing key {} has unsupported algorithm {}",
             r.kid, r.algorithm
         )));
     }
-    let encoding = EncodingKey::from_ed_der(&r.private_key);
+    let der = private_key_der(r, secret)?;
+    let encoding = EncodingKey::from_ed_der(&der);
     let decoding = DecodingKey::from_ed_components(&URL_SAFE_NO_PAD.encode(&r.public_key))
         .map_err(|e| Error::internal(format_args!("signing key {}: {e}", r.kid)))?;
     Ok(Key {
@@ -253,14 +290,25 @@ pub fn bearer(header: &str) -> Option<&str> {
 
 impl Tokens {
     /// Loads the signing keys, creating the first one on an empty database.
-    pub async fn load(store: Arc<dyn Store>, clock: Arc<dyn Clock>, issuer: String, audience: String) -> Result<Self> {
+    pub async fn load(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        issuer: String,
+        audience: String,
+        secret: ServerSecret,
+    ) -> Result<Self> {
         let mut records = store.signing_keys().await?;
         if records.is_empty() {
-            store.insert_signing_key(&generate_key(clock.now_millis())?).await?;
+            store
+                .insert_signing_key(&seal_key(&generate_key(clock.now_millis())?, &secret))
+                .await?;
             tracing::info!("created the first token signing key");
             records = store.signing_keys().await?;
         }
-        let keys = records.iter().map(key_from_record).collect::<Result<Vec<_>>>()?;
+        let keys = records
+            .iter()
+            .map(|r| key_from_record(r, &secret))
+            .collect::<Result<Vec<_>>>()?;
         let verified = moka::sync::Cache::builder()
             .max_capacity(100_000)
             .time_to_live(Duration::from_secs(TOKEN_LIFETIME_SECS as u64))
@@ -276,6 +324,7 @@ impl Tokens {
             audience,
             registry_audience: None,
             verified,
+            secret,
         })
     }
 
@@ -421,7 +470,10 @@ impl Tokens {
     /// longer in the database stop verifying, even tokens already cached.
     pub async fn refresh(&self) -> Result<()> {
         let records = self.store.signing_keys().await?;
-        let keys = records.iter().map(key_from_record).collect::<Result<Vec<_>>>()?;
+        let keys = records
+            .iter()
+            .map(|r| key_from_record(r, &self.secret))
+            .collect::<Result<Vec<_>>>()?;
         if !keys.is_empty() {
             *self.keys.write().expect("key lock") = KeySet {
                 keys,
@@ -439,7 +491,10 @@ impl Tokens {
             return Ok(());
         }
         let records = self.store.signing_keys().await?;
-        let keys = records.iter().map(key_from_record).collect::<Result<Vec<_>>>()?;
+        let keys = records
+            .iter()
+            .map(|r| key_from_record(r, &self.secret))
+            .collect::<Result<Vec<_>>>()?;
         *self.keys.write().expect("key lock") = KeySet {
             keys,
             loaded_at_ms: now,
@@ -481,10 +536,22 @@ mod tests {
     const ISS: &str = "https://ward.example";
     const AUD: &str = "https://api.ward.example";
 
+    /// One secret key for every test: replicas sharing a database share it.
+    fn secret() -> &'static ServerSecret {
+        static SECRET: std::sync::OnceLock<ServerSecret> = std::sync::OnceLock::new();
+        SECRET.get_or_init(ServerSecret::random)
+    }
+
     async fn tokens(store: &Arc<dyn Store>, clock: &ward_core::clock::OffsetClock) -> Tokens {
-        Tokens::load(store.clone(), Arc::new(clock.clone()), ISS.into(), AUD.into())
-            .await
-            .unwrap()
+        Tokens::load(
+            store.clone(),
+            Arc::new(clock.clone()),
+            ISS.into(),
+            AUD.into(),
+            secret().clone(),
+        )
+        .await
+        .unwrap()
     }
 
     fn kid_of(token: &str) -> String {
@@ -501,7 +568,7 @@ mod tests {
         let old = tokens.mint("alice").unwrap();
         assert_eq!(tokens.verify(&old).await.unwrap().sub, "alice");
         // A second key signs from the next refresh on; the first still verifies.
-        let new_kid = rotate_key(store.as_ref(), clock.now_millis()).await.unwrap();
+        let new_kid = rotate_key(store.as_ref(), secret(), clock.now_millis()).await.unwrap();
         tokens.refresh().await.unwrap();
         let new = tokens.mint("bob").unwrap();
         assert_eq!(kid_of(&new), new_kid);
@@ -526,7 +593,7 @@ mod tests {
         let old = tokens.mint("alice").unwrap();
         assert!(tokens.verify(&old).await.is_ok());
 
-        rotate_key(store.as_ref(), clock.now_millis()).await.unwrap();
+        rotate_key(store.as_ref(), secret(), clock.now_millis()).await.unwrap();
         store.delete_signing_key(&kid_of(&old)).await.unwrap();
         assert!(tokens.verify(&old).await.is_ok(), "still cached, key still loaded");
 
@@ -537,5 +604,43 @@ mod tests {
         let fresh = other.mint("bob").unwrap();
         assert_eq!(tokens.verify(&fresh).await.unwrap().sub, "bob");
         assert!(matches!(tokens.verify(&old).await, Err(Error::Unauthenticated(_))));
+    }
+
+    #[tokio::test]
+    async fn signing_keys_are_sealed_at_rest_and_legacy_keys_still_load() {
+        let db = ward_store::testing::sqlite();
+        let store = ward_store::open(&db.url).await.unwrap();
+        let clock = ward_core::clock::OffsetClock::default();
+        let tokens = tokens(&store, &clock).await;
+        let first = store.signing_keys().await.unwrap().remove(0);
+        assert!(
+            first.private_key.starts_with(SEALED_KEY_PREFIX),
+            "the first key is sealed"
+        );
+        // Another server key cannot use it.
+        let wrong = Tokens::load(
+            store.clone(),
+            Arc::new(clock.clone()),
+            ISS.into(),
+            AUD.into(),
+            ServerSecret::random(),
+        );
+        assert!(
+            wrong.await.is_err(),
+            "a different secret key does not open the signing key"
+        );
+        // A key stored in the clear (before sealing) still loads and verifies.
+        let legacy = generate_key(clock.now_millis() + 1).unwrap();
+        store.insert_signing_key(&legacy).await.unwrap();
+        tokens.refresh().await.unwrap();
+        let t = tokens.mint("carol").unwrap();
+        assert_eq!(kid_of(&t), legacy.kid);
+        assert_eq!(tokens.verify(&t).await.unwrap().sub, "carol");
+        // Rotation seals.
+        rotate_key(store.as_ref(), secret(), clock.now_millis() + 2)
+            .await
+            .unwrap();
+        let newest = store.signing_keys().await.unwrap().pop().unwrap();
+        assert!(newest.private_key.starts_with(SEALED_KEY_PREFIX));
     }
 }

@@ -33,6 +33,8 @@ pub enum Purpose {
     LoginState,
     /// The one-time code that hands a finished login to the CLI.
     LoginHandoff,
+    /// Token signing keys, at rest.
+    SigningKey,
 }
 
 impl Purpose {
@@ -42,6 +44,7 @@ impl Purpose {
             Purpose::Invite => b"ward invite code v1",
             Purpose::LoginState => b"ward login state v1",
             Purpose::LoginHandoff => b"ward login handoff v1",
+            Purpose::SigningKey => b"ward signing key v1",
         }
     }
 }

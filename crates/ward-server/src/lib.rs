@@ -66,7 +66,8 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
         .await
         .context("opening the database")?;
     let (issuer, api) = config.urls(bound);
-    let mut ward = Ward::bootstrap(store, clock, issuer, api, blob_store(config)?)
+    let secret = server_secret(config)?;
+    let mut ward = Ward::bootstrap(store, clock, issuer, api, blob_store(config)?, secret)
         .await
         .context("bootstrapping")?;
     if let Some(url) = &config.registry_url {
@@ -86,7 +87,13 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
         allow_insecure: config.allow_insecure_issuers,
     };
     ward.upstream = ward_auth::upstream::Upstream::new(policy, ward.clock.clone());
-    ward.secret = match &config.secret_key {
+    Ok(Arc::new(ward))
+}
+
+/// The server's secret key: `--secret-key`, else `<data-dir>/secret.key`
+/// (created on first use).
+fn server_secret(config: &ServerConfig) -> anyhow::Result<ward_auth::secret::ServerSecret> {
+    Ok(match &config.secret_key {
         Some(text) => ward_auth::secret::ServerSecret::from_base64(text)
             .map_err(|e| anyhow::anyhow!("--secret-key: {}", e.message()))?,
         None => {
@@ -96,8 +103,7 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
             ward_auth::secret::ServerSecret::load_or_create(&path)
                 .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?
         }
-    };
-    Ok(Arc::new(ward))
+    })
 }
 
 /// The registry's blob store: `--blob-store s3://…`, else the data directory.
@@ -235,11 +241,10 @@ pub async fn rotate_key(config: &ServerConfig) -> anyhow::Result<String> {
     let store = ward_store::open(&config.database_url())
         .await
         .context("opening the database")?;
-    Ok(ward_auth::rotate_key(store.as_ref(), SystemClock.now_millis()).await?)
+    let secret = server_secret(config)?;
+    Ok(ward_auth::rotate_key(store.as_ref(), &secret, SystemClock.now_millis()).await?)
 }
 
-/// `ward admin token`: a fresh admin token straight from the database, for
-/// the URLs the server on that database last started with (flags override).
 /// Marks an organization verified with its email domains (`ward admin
 /// verify-org`): people whose login email is at one of them can look it up
 /// and ask to join, and its name can stand for its identity provider at login.
@@ -262,6 +267,8 @@ pub async fn verify_org(config: &ServerConfig, org: &str, domains: &[String]) ->
     Ok(normalized)
 }
 
+/// `ward admin token`: a fresh admin token straight from the database, for
+/// the URLs the server on that database last started with (flags override).
 pub async fn admin_token(config: &ServerConfig) -> anyhow::Result<String> {
     let mut config = config.clone();
     if config.issuer_url.is_none() || config.api_url.is_none() {

@@ -83,6 +83,7 @@ impl Ward {
         issuer: String,
         audience: String,
         blobs: Arc<dyn ward_blob::BlobStore>,
+        secret: ward_auth::secret::ServerSecret,
     ) -> Result<Self> {
         let admin_raw = store
             .setting_or_init(SETTING_ADMIN, Uidp::new_root().as_str().as_bytes().to_vec())
@@ -97,7 +98,7 @@ impl Ward {
         rand::thread_rng().fill_bytes(&mut key);
         let page_key = store.setting_or_init(SETTING_PAGE_KEY, key).await?;
         let audience_url = audience.clone();
-        let tokens = Tokens::load(store.clone(), clock.clone(), issuer, audience).await?;
+        let tokens = Tokens::load(store.clone(), clock.clone(), issuer, audience, secret.clone()).await?;
         let now = clock.now_millis();
         let builtins: Vec<ward_store::RoleRecord> = BUILTIN_ROLES
             .iter()
@@ -152,7 +153,7 @@ impl Ward {
             osv_ecosystem: DEFAULT_OSV_ECOSYSTEM.into(),
             api_url: audience_url,
             import_permits: tokio::sync::Semaphore::new(crate::rest::advisories::IMPORTS_AT_ONCE),
-            secret: ward_auth::secret::ServerSecret::random(),
+            secret,
             session_role_caps: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(crate::authz::GRANTS_TTL)

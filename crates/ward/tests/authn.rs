@@ -171,10 +171,19 @@ async fn invalid_tokens_are_rejected_everywhere() {
 
         // The server's own signing key, straight from the database.
         let keys = s.ward().store.signing_keys().await.expect("signing keys");
-        let server_key = keys
+        let stored = keys
             .iter()
             .find(|k| k.kid == kid)
             .expect("the admin token's key is stored");
+        // Stored sealed: opened with the server's secret key, as a replica would.
+        assert!(
+            !stored.private_key.starts_with(&[0x30]),
+            "[{b}] the private key is not stored in the clear"
+        );
+        let server_key = ward_store::SigningKeyRecord {
+            private_key: ward_auth::private_key_der(stored, &s.ward().secret).expect("opens"),
+            ..stored.clone()
+        };
         // Control: a token forged with the server's key and the right claims is
         // accepted, so the rejections below are about what each one changes.
         let forged_ok = sign_eddsa(&server_key.private_key, Some(&kid), &good_claims(&s, &admin_sub));

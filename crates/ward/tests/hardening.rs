@@ -735,7 +735,7 @@ async fn removed_signing_keys_stop_their_tokens() {
         // Rotate, then remove the key the admin token was signed with.
         let store = s.ward().store.clone();
         let kid = jsonwebtoken::decode_header(&old).unwrap().kid.expect("kid");
-        ward_auth::rotate_key(store.as_ref(), s.clock.now_millis())
+        ward_auth::rotate_key(store.as_ref(), &s.ward().secret, s.clock.now_millis())
             .await
             .unwrap();
         store.delete_signing_key(&kid).await.unwrap();

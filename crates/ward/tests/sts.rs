@@ -1897,7 +1897,7 @@ async fn ward_signing_keys_rotate_and_retire() {
         assert_eq!(jwks_kids(&s).await, vec![old_kid.clone()], "[{b}]");
         assert_eq!(list_uids(&s, &used, G, "groups").await, vec![org.clone()], "[{b}]");
 
-        let new_kid = ward_auth::rotate_key(store.as_ref(), s.clock.now_millis())
+        let new_kid = ward_auth::rotate_key(store.as_ref(), &s.ward().secret, s.clock.now_millis())
             .await
             .expect("rotate");
         assert_ne!(new_kid, old_kid);
@@ -1921,6 +1921,10 @@ async fn ward_signing_keys_rotate_and_retire() {
         // refreshed) is still accepted.
         let keys = store.signing_keys().await.expect("keys");
         let old = keys.iter().find(|k| k.kid == old_kid).expect("old key").clone();
+        let old = ward_store::SigningKeyRecord {
+            private_key: ward_auth::private_key_der(&old, &s.ward().secret).expect("the key opens"),
+            ..old
+        };
         let successor = keys.iter().find(|k| k.kid == new_kid).expect("new key").create_time;
         let ward_claims = |jti: &str| {
             let now = s.clock.now_secs();
