@@ -170,7 +170,9 @@ pub struct Grant {
 
 struct Key {
     kid: String,
-    encoding: EncodingKey,
+    /// None when this server's secret key does not open the private half
+    /// (another replica's key under another secret key): it still verifies.
+    encoding: Option<EncodingKey>,
     decoding: DecodingKey,
     /// Raw 32-byte Ed25519 public key.
     public: Vec<u8>,
@@ -206,6 +208,9 @@ struct Verified {
 fn unauthenticated(msg: &str) -> Error {
     Error::Unauthenticated(msg.to_owned())
 }
+
+const NO_OPENABLE_KEY: &str = "no token signing key opens with this server's secret key: \
+                               replicas sharing a database need the same --secret-key";
 
 /// Marks a private key stored sealed with the server's secret key. Keys
 /// stored before sealing (plain PKCS#8 DER, which starts with 0x30) still load;
@@ -246,8 +251,13 @@ fn key_from_record(r: &SigningKeyRecord, secret: &ServerSecret) -> Result<Key> {
             r.kid, r.algorithm
         )));
     }
-    let der = private_key_der(r, secret)?;
-    let encoding = EncodingKey::from_ed_der(&der);
+    let encoding = match private_key_der(r, secret) {
+        Ok(der) => Some(EncodingKey::from_ed_der(&der)),
+        Err(e) => {
+            tracing::warn!(kid = %r.kid, "{}", e.message());
+            None
+        }
+    };
     let decoding = DecodingKey::from_ed_components(&URL_SAFE_NO_PAD.encode(&r.public_key))
         .map_err(|e| Error::internal(format_args!("signing key {}: {e}", r.kid)))?;
     Ok(Key {
@@ -309,6 +319,9 @@ impl Tokens {
             .iter()
             .map(|r| key_from_record(r, &secret))
             .collect::<Result<Vec<_>>>()?;
+        if !keys.iter().any(|k| k.encoding.is_some()) {
+            return Err(Error::internal(NO_OPENABLE_KEY));
+        }
         let verified = moka::sync::Cache::builder()
             .max_capacity(100_000)
             .time_to_live(Duration::from_secs(TOKEN_LIFETIME_SECS as u64))
@@ -380,11 +393,17 @@ impl Tokens {
             roles: grant.roles.clone(),
         };
         let keys = self.keys.read().expect("key lock");
-        let key = keys.keys.last().ok_or_else(|| Error::internal("no signing key"))?;
+        let key = keys
+            .keys
+            .iter()
+            .rev()
+            .find(|k| k.encoding.is_some())
+            .ok_or_else(|| Error::internal(NO_OPENABLE_KEY))?;
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(key.kid.clone());
-        let token = jsonwebtoken::encode(&header, &claims, &key.encoding)
-            .map_err(|e| Error::internal(format_args!("sign: {e}")))?;
+        let encoding = key.encoding.as_ref().ok_or_else(|| Error::internal(NO_OPENABLE_KEY))?;
+        let token =
+            jsonwebtoken::encode(&header, &claims, encoding).map_err(|e| Error::internal(format_args!("sign: {e}")))?;
         Ok((token, exp))
     }
 
@@ -642,5 +661,26 @@ mod tests {
             .unwrap();
         let newest = store.signing_keys().await.unwrap().pop().unwrap();
         assert!(newest.private_key.starts_with(SEALED_KEY_PREFIX));
+        // A key sealed under another secret key (a misconfigured replica's)
+        // is skipped for signing but still verifies: tokens keep working.
+        let other_secret = ServerSecret::random();
+        rotate_key(store.as_ref(), &other_secret, clock.now_millis() + 3)
+            .await
+            .unwrap();
+        tokens.refresh().await.unwrap();
+        let t = tokens.mint("dave").unwrap();
+        assert_eq!(kid_of(&t), newest.kid, "signs with the newest key it can open");
+        let replica = Tokens::load(
+            store.clone(),
+            Arc::new(clock.clone()),
+            ISS.into(),
+            AUD.into(),
+            other_secret,
+        )
+        .await
+        .unwrap();
+        let theirs = replica.mint("erin").unwrap();
+        assert_eq!(tokens.verify(&theirs).await.unwrap().sub, "erin");
+        assert_eq!(replica.verify(&t).await.unwrap().sub, "dave");
     }
 }
