@@ -841,6 +841,7 @@ const LOOKUP_GROUP: &str = "/iam/v2/groups:lookupGroup";
 const CHECK_ELIGIBILITY: &str = "/iam/v2/groups:checkEligibility";
 const REGISTER: &str = "/auth/v1/register";
 const PING: &str = "/ping/v2/ping";
+const UPDATE_METADATA: &str = "/iam/v2/identities:updateIdentityMetadata";
 
 /// Neither 401 nor 403: the call needs nothing but a token.
 fn assert_authenticated(ctx: &str, status: StatusCode, body: &Value) {
@@ -894,6 +895,19 @@ async fn check_authn_only(s: &TestServer, fx: &Fixture, callers: &[Caller]) {
             "{cx}: the code is what is wrong: {body}"
         );
 
+        let cx = ctx("IdentitiesService.UpdateIdentityMetadata");
+        let (status, body) = s
+            .call_as(
+                &c.token,
+                Method::PATCH,
+                UPDATE_METADATA,
+                Some(json!({ "company": "Acme" })),
+            )
+            .await;
+        assert_authenticated(&cx, status, &body);
+        assert_eq!(status, StatusCode::OK, "{cx}: every identity sets its own: {body}");
+        assert_eq!(body["uid"], c.identity.as_str(), "{cx}: {body}");
+
         let cx = ctx("PingService.Ping");
         let (status, body) = s.call_as(&c.token, Method::GET, PING, None).await;
         assert_eq!(status, StatusCode::OK, "{cx}: {body}");
@@ -904,6 +918,11 @@ async fn check_authn_only(s: &TestServer, fx: &Fixture, callers: &[Caller]) {
         (Method::GET, CHECK_ELIGIBILITY.to_owned(), None),
         (Method::POST, request_access, Some(json!({}))),
         (Method::POST, REGISTER.to_owned(), Some(register_body)),
+        (
+            Method::PATCH,
+            UPDATE_METADATA.to_owned(),
+            Some(json!({ "company": "Acme" })),
+        ),
     ];
     for (method, path, body) in without_token {
         let ctx = format!("[{}] {method} {path} without a token", s.backend);
