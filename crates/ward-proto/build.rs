@@ -78,6 +78,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ".chainguard.platform.advisory.v2",
             ".chainguard.platform.auth.v1",
             ".chainguard.platform.ping.v2",
+            // The v1 packages (no version suffix; the prefix also matches
+            // their v2 siblings, which are generated once all the same).
+            ".chainguard.platform.iam",
+            ".chainguard.platform.registry",
+            ".chainguard.platform.advisory",
+            ".chainguard.platform.ping",
         ])?;
     Ok(())
 }

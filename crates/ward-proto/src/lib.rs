@@ -4,6 +4,7 @@
 //! One type system serves REST (via the pbjson serde impls), gRPC and the CLI.
 //! Generated code is never edited by hand.
 
+pub mod descriptors;
 mod timestamp;
 
 pub use timestamp::Timestamp;
@@ -21,6 +22,10 @@ pub mod chainguard {
             include!(concat!(env!("OUT_DIR"), "/chainguard.platform.common.serde.rs"));
         }
         pub mod iam {
+            // v1 (package `chainguard.platform.iam`): the package has no version suffix, so its types
+            // live at this level beside the `v2` modules.
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.iam.rs"));
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.iam.serde.rs"));
             pub mod v2 {
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.iam.v2.rs"));
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.iam.v2.serde.rs"));
@@ -31,6 +36,10 @@ pub mod chainguard {
             }
         }
         pub mod registry {
+            // v1 (package `chainguard.platform.registry`): the package has no version suffix, so its types
+            // live at this level beside the `v2` modules.
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.registry.rs"));
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.registry.serde.rs"));
             pub mod v2 {
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.registry.v2.rs"));
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.registry.v2.serde.rs"));
@@ -73,6 +82,10 @@ pub mod chainguard {
         }
         /// Liveness, without authentication.
         pub mod ping {
+            // v1 (package `chainguard.platform.ping`): the package has no version suffix, so its types
+            // live at this level beside the `v2` modules.
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.ping.rs"));
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.ping.serde.rs"));
             pub mod v2 {
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.ping.v2.rs"));
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.ping.v2.serde.rs"));
@@ -80,6 +93,10 @@ pub mod chainguard {
         }
         /// The public advisory feed.
         pub mod advisory {
+            // v1 (package `chainguard.platform.advisory`): the package has no version suffix, so its types
+            // live at this level beside the `v2` modules.
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.advisory.rs"));
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.advisory.serde.rs"));
             pub mod v2 {
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.advisory.v2.rs"));
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.advisory.v2.serde.rs"));

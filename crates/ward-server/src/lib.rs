@@ -34,10 +34,18 @@ fn issuer_path(issuer: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The OpenAPI document (pretty JSON) of a server whose issuer URL is `issuer`.
+pub fn openapi_json(issuer: &str) -> String {
+    let doc = rest::openapi::document(&rest::endpoints(&issuer_path(issuer)));
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
 /// The whole HTTP surface: REST routes, gRPC services, request tracing, and
 /// the HTTP/1 body handling that keeps connections reusable.
 pub fn router(ward: Arc<Ward>) -> axum::Router {
-    let rest = rest::router(ward.clone(), &issuer_path(ward.tokens.issuer()));
+    let issuer_path = issuer_path(ward.tokens.issuer());
+    let rest = rest::router(ward.clone(), &issuer_path);
+    let methods = Arc::new(rest::table::Methods::new(&rest::endpoints(&issuer_path)));
     let routes = grpc::add_services(rest, ward);
     // Wrapped around the router once: `Router::layer` would wrap every route,
     // and a per-route middleware clones that route's handlers per request.
@@ -50,6 +58,10 @@ pub fn router(ward: Arc<Ward>) -> axum::Router {
         )
         .layer(axum::middleware::from_fn(rest::drain_unread_bodies))
         .layer(axum::middleware::from_fn(rest::unimplemented_verbs))
+        .layer(axum::middleware::from_fn_with_state(
+            methods,
+            rest::table::documented_methods,
+        ))
         .service(routes);
     axum::Router::new().fallback_service(outer)
 }

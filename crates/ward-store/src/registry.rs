@@ -54,6 +54,17 @@ pub struct TagRecord {
     pub update_time: i64,
 }
 
+/// One step of a tag's history: from `update_time` on, the tag pointed at
+/// `digest`.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct TagHistoryRecord {
+    pub update_time: i64,
+    pub digest: String,
+}
+
+/// Most history rows one read returns.
+pub const MAX_TAG_HISTORY: u32 = 1000;
+
 /// A manifest as stored in one repo.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct ManifestRecord {
@@ -149,6 +160,17 @@ pub trait RegistryStore: Send + Sync + 'static {
     /// Whether a tag was deleted.
     async fn delete_tag(&self, uid: &Uidp) -> Result<bool>;
     async fn list_tags(&self, query: &ListQuery) -> Result<Page<TagRecord>>;
+    /// The tag's history rows with `start_ms <= update_time <= end_ms`,
+    /// oldest first, at most `limit` (capped at [`MAX_TAG_HISTORY`]). Every
+    /// tag write that creates the tag or changes its digest adds one, in the
+    /// same transaction; they are deleted with the tag.
+    async fn tag_history(
+        &self,
+        tag_uid: &Uidp,
+        start_ms: i64,
+        end_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<TagHistoryRecord>>;
     /// Tag names of a repo after `last`, in order, at most `limit`.
     async fn tag_names(&self, repo_uid: &str, last: Option<&str>, limit: u32) -> Result<Vec<String>>;
 

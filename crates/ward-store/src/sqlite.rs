@@ -51,6 +51,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0005_people.sql"),
     include_str!("../migrations/sqlite/0006_directory.sql"),
     include_str!("../migrations/sqlite/0007_account_associations.sql"),
+    include_str!("../migrations/sqlite/0008_tag_history.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \

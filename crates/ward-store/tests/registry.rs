@@ -1,7 +1,8 @@
 //! Registry storage conformance: both backends behave the same for repos,
 //! blob links, manifests (atomic with their tags, refusing missing blobs and
 //! children), tags (create-or-repoint, hidden classes), uploads (moving only
-//! from the size the caller saw), the catalog and garbage-collection queries.
+//! from the size the caller saw), tag history (one row per create or move, gone
+//! with the tag), the catalog and garbage-collection queries.
 
 use ward_core::Error;
 use ward_core::listing::{FilterValue, ListQuery};
@@ -314,6 +315,58 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
         assert!(s.get_manifest(&r.uid, &m2).await.unwrap().is_none());
         assert!(s.find_tag(&r.uid, "v1").await.unwrap().is_none());
         assert!(matches!(s.delete_repo(&ru).await, Err(Error::NotFound { .. })));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tag_history_records_each_move_and_goes_with_the_tag() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let o = org(s).await;
+        let r = repo(&o, "app");
+        s.create_repo(&r).await.unwrap();
+        let ru = Uidp::parse("u", &r.uid).unwrap();
+        let (m1, m2) = (digest('c'), digest('d'));
+        let none = ManifestLinks::default();
+        s.put_manifest(&manifest(&r.uid, &m2, None), &none, None).await.unwrap();
+        // Created by a push, moved, re-pointed at the same digest (not a
+        // move), moved back.
+        let t = s
+            .put_manifest(&manifest(&r.uid, &m1, None), &none, Some(&tag(&ru, "v1", &m1, T0)))
+            .await
+            .unwrap()
+            .expect("tag");
+        let tu = Uidp::parse("u", &t.uid).unwrap();
+        s.put_tag(&tag(&ru, "v1", &m2, T0 + 10)).await.unwrap();
+        s.put_tag(&tag(&ru, "v1", &m2, T0 + 20)).await.unwrap();
+        s.put_tag(&tag(&ru, "v1", &m1, T0 + 30)).await.unwrap();
+        let all = s.tag_history(&tu, i64::MIN, i64::MAX, 1000).await.unwrap();
+        let got: Vec<(i64, &str)> = all.iter().map(|h| (h.update_time, h.digest.as_str())).collect();
+        assert_eq!(
+            got,
+            [(T0, m1.as_str()), (T0 + 10, m2.as_str()), (T0 + 30, m1.as_str())],
+            "{}",
+            b.name
+        );
+        // Inclusive time bounds, oldest first, at most `limit`.
+        let mid = s.tag_history(&tu, T0 + 10, T0 + 30, 1000).await.unwrap();
+        assert_eq!(mid.len(), 2, "{}", b.name);
+        let first = s.tag_history(&tu, i64::MIN, i64::MAX, 1).await.unwrap();
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].update_time, T0, "{}", b.name);
+
+        // The history goes with the tag, however the tag goes.
+        assert!(s.delete_tag(&tu).await.unwrap());
+        assert!(s.tag_history(&tu, i64::MIN, i64::MAX, 1000).await.unwrap().is_empty());
+        let t2 = s.put_tag(&tag(&ru, "v2", &m2, T0)).await.unwrap();
+        let t2u = Uidp::parse("u", &t2.uid).unwrap();
+        assert_eq!(s.tag_history(&t2u, i64::MIN, i64::MAX, 1000).await.unwrap().len(), 1);
+        assert!(s.delete_manifest(&r.uid, &m2).await.unwrap());
+        assert!(
+            s.tag_history(&t2u, i64::MIN, i64::MAX, 1000).await.unwrap().is_empty(),
+            "{}",
+            b.name
+        );
     }
 }
 

@@ -53,6 +53,12 @@ enum Command {
         #[command(subcommand)]
         command: ward_cli::advisories::AdvisoriesCommand,
     },
+    /// Print the OpenAPI 3.1 document of every REST endpoint (the server's `/openapi.json`).
+    Openapi {
+        /// The issuer URL the server runs with (its path prefixes the login and token routes).
+        #[arg(long = "issuer-url", env = "WARD_ISSUER_URL", default_value = "")]
+        issuer: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -120,6 +126,10 @@ async fn main() -> std::process::ExitCode {
         Command::Server(config) => {
             init_logging();
             ward_server::run(config).await
+        }
+        Command::Openapi { issuer } => {
+            println!("{}", ward_server::openapi_json(&issuer));
+            Ok(())
         }
         Command::Admin(AdminCommand::Token(config)) => ward_server::admin_token(&config).await.map(|t| println!("{t}")),
         Command::Admin(AdminCommand::RotateKey(config)) => ward_server::rotate_key(&config)

@@ -15,6 +15,9 @@ mod account_associations;
 mod advisories;
 mod iam;
 mod registry;
+mod v1_iam;
+mod v1_people;
+mod v1_registry;
 
 /// Authenticates a gRPC request from its `authorization` metadata.
 async fn caller<T>(ward: &Ward, req: &tonic::Request<T>) -> std::result::Result<Caller, tonic::Status> {
@@ -68,6 +71,9 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
     use ward_proto::registry::{v2 as r2, v2beta1 as r2beta1};
     let iam = iam::Iam(ward.clone());
     let registry = registry::Registry(ward.clone());
+    let v1_registry = v1_registry::V1Registry(ward.clone());
+    let v1_people = v1_people::V1People(ward.clone());
+    let v1_iam = v1_iam::V1Iam(ward.clone());
     let advisories = advisories::Advisories(ward);
     macro_rules! add {
         ($router:expr, $state:expr, $($server:path),*) => {{
@@ -128,6 +134,30 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
         ward_proto::advisory::v2::security_advisory_service_server::SecurityAdvisoryServiceServer<
             advisories::Advisories,
         >
+    );
+    let router = add!(
+        router,
+        v1_registry,
+        ward_proto::registry::registry_server::RegistryServer<v1_registry::V1Registry>,
+        ward_proto::advisory::security_advisory_server::SecurityAdvisoryServer<v1_registry::V1Registry>,
+        ward_proto::ping::ping_service_server::PingServiceServer<v1_registry::V1Registry>
+    );
+    let router = add!(
+        router,
+        v1_iam,
+        ward_proto::iam::groups_server::GroupsServer<v1_iam::V1Iam>,
+        ward_proto::iam::identities_server::IdentitiesServer<v1_iam::V1Iam>,
+        ward_proto::iam::roles_server::RolesServer<v1_iam::V1Iam>,
+        ward_proto::iam::role_bindings_server::RoleBindingsServer<v1_iam::V1Iam>,
+        ward_proto::iam::terms_server::TermsServer<v1_iam::V1Iam>
+    );
+    let router = add!(
+        router,
+        v1_people,
+        ward_proto::iam::identity_providers_server::IdentityProvidersServer<v1_people::V1People>,
+        ward_proto::iam::group_account_associations_server::GroupAccountAssociationsServer<v1_people::V1People>,
+        ward_proto::iam::group_invites_server::GroupInvitesServer<v1_people::V1People>,
+        ward_proto::iam::external_group_role_mappings_server::ExternalGroupRoleMappingsServer<v1_people::V1People>
     );
     let reflection = || {
         tonic_reflection::server::Builder::configure()

@@ -22,6 +22,8 @@ use ward_core::capability::Capability;
 
 use super::{OciFailure, challenge};
 use crate::authz::Caller;
+use crate::rest::raw;
+use crate::rest::table::{Endpoint, Raw, Routes};
 use crate::services::registry::oci::{OciError, OciResult};
 use crate::services::sts::ExchangeRequest;
 use crate::ward::Ward;
@@ -106,8 +108,34 @@ async fn pull_token(ward: &Ward, user: &str, pass: &str) -> OciResult<Arc<Claims
 const MAX_TOKEN_SCOPES: usize = 16;
 
 /// `GET|POST <issuer path>/token`.
-pub fn token_routes(issuer_path: &str) -> axum::Router<Arc<Ward>> {
-    axum::Router::new().route(&format!("{issuer_path}/token"), axum::routing::get(token).post(token))
+pub fn token_routes(issuer_path: &str) -> Routes {
+    Routes::new().route(&format!("{issuer_path}/token"), axum::routing::get(token).post(token))
+}
+
+pub fn token_endpoints(issuer_path: &str) -> Vec<Endpoint> {
+    [http::Method::GET, http::Method::POST]
+        .into_iter()
+        .map(|method| {
+            Endpoint::Raw(Raw {
+                authenticated: true,
+                query: &[(
+                    "scope",
+                    "`repository:<name>:<actions>` (repeatable; one value may hold several, space-separated; \
+                     at most 16). Actions not allowed are left out of the token.",
+                    false,
+                )],
+                errors: &[400, 401, 500, 503],
+                ..raw(
+                    method,
+                    format!("{issuer_path}/token"),
+                    "Docker registry token: the credentials (Bearer Ward token, Basic `_token:<token>`, or Basic \
+                     `<identity uid>:<token>` exchanged as /sts/exchange does) become a registry token limited \
+                     to the scopes asked for and allowed: `{token, access_token, expires_in, issued_at}`. \
+                     POST reads the query string too; a request body is not read.",
+                )
+            })
+        })
+        .collect()
 }
 
 /// The capabilities a registry token may carry for `actions`.

@@ -183,6 +183,9 @@ pub(crate) async fn handle_upload(
     req: Request,
 ) -> OciResult<Response> {
     let method = req.method().clone();
+    if ![Method::GET, Method::PATCH, Method::PUT, Method::DELETE].contains(&method) {
+        return Err(OciError::new(405, "UNSUPPORTED", "the operation is unsupported"));
+    }
     // Sessions exist only in repos a push already created.
     let t = target(ward, caller, name, Action::Push).await?;
     let repo = ward.oci_check(caller, &t, ward_core::capability::Capability::ManifestCreate)?;

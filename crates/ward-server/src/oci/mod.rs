@@ -11,6 +11,8 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 
 use crate::authz::Caller;
+use crate::rest::raw;
+use crate::rest::table::{Endpoint, Raw, Routes};
 use crate::services::registry::oci::{Action, OciError, OciResult, Target};
 use crate::ward::Ward;
 
@@ -19,14 +21,186 @@ mod blobs;
 mod discovery;
 mod manifests;
 
-pub use auth::token_routes;
+pub use auth::{token_endpoints, token_routes};
 
 /// The `/v2/` routes.
-pub fn routes() -> axum::Router<Arc<Ward>> {
-    axum::Router::new()
+pub fn routes() -> Routes {
+    Routes::new()
         .route("/v2", axum::routing::any(dispatch))
         .route("/v2/", axum::routing::any(dispatch))
         .route("/v2/{*path}", axum::routing::any(dispatch))
+}
+
+/// What [`dispatch`] serves, per [`route`] and the handlers. Every request
+/// needs registry credentials (a 401 carries the `WWW-Authenticate`
+/// challenge); errors are `{"errors": [{code, message, detail}]}`; `name` is
+/// a repository path and may contain slashes. Other methods answer 405.
+pub fn endpoints() -> Vec<Endpoint> {
+    const PAGE: &[(&str, &str, bool)] = &[
+        (
+            "n",
+            "Page size; at most (and by default) the registry's maximum.",
+            false,
+        ),
+        (
+            "last",
+            "The last entry of the previous page (as in the `Link` header).",
+            false,
+        ),
+    ];
+    const OCTETS: Option<&str> = Some("application/octet-stream");
+    const ERR: &[u16] = &[400, 401, 403, 404, 429, 500, 503];
+    const UPLOAD_ERR: &[u16] = &[400, 401, 403, 404, 408, 413, 416, 429, 500, 503];
+    let op = |method: Method, path: &str, success: (u16, &'static str), summary: &'static str| Raw {
+        authenticated: true,
+        success,
+        errors: ERR,
+        ..raw(method, path.into(), summary)
+    };
+    let json = (200, "application/json");
+    let none = |status: u16| (status, "");
+    let manifest = "/v2/{name}/manifests/{reference}";
+    let blob = "/v2/{name}/blobs/{digest}";
+    let upload = "/v2/{name}/blobs/uploads/{uuid}";
+    let mut out = Vec::new();
+    for path in ["/v2", "/v2/"] {
+        for method in [Method::GET, Method::HEAD] {
+            out.push(op(method, path, json, "API version check: `{}` for valid credentials."));
+        }
+    }
+    out.extend([
+        Raw {
+            query: PAGE,
+            ..op(
+                Method::GET,
+                "/v2/_catalog",
+                json,
+                "The repositories the caller may list, `{repositories}`, paginated by `Link`; a \
+                 repository-scoped token is refused (403).",
+            )
+        },
+        Raw {
+            query: PAGE,
+            ..op(
+                Method::GET,
+                "/v2/{name}/tags/list",
+                json,
+                "A repository's tags, `{name, tags}`, paginated by `Link`.",
+            )
+        },
+        op(
+            Method::GET,
+            manifest,
+            (200, "application/vnd.oci.image.manifest.v1+json"),
+            "A manifest by tag or digest, in its own media type (an OCI or Docker manifest or index, which \
+             the Accept header must allow), with `Docker-Content-Digest`.",
+        ),
+        op(
+            Method::HEAD,
+            manifest,
+            none(200),
+            "A manifest's headers (media type, length, `Docker-Content-Digest`) without its body.",
+        ),
+        Raw {
+            request: Some("application/vnd.oci.image.manifest.v1+json"),
+            errors: &[400, 401, 403, 404, 408, 413, 429, 500, 503],
+            ..op(
+                Method::PUT,
+                manifest,
+                none(201),
+                "Pushes a manifest (OCI or Docker manifest or index, by its Content-Type) under a tag or its \
+                 digest: `Location`, `Docker-Content-Digest`, and `OCI-Subject` for one with a subject.",
+            )
+        },
+        op(
+            Method::DELETE,
+            manifest,
+            none(202),
+            "Deletes a manifest (by digest) or a tag.",
+        ),
+        Raw {
+            errors: &[400, 401, 403, 404, 416, 429, 500, 503],
+            ..op(
+                Method::GET,
+                blob,
+                (200, "application/octet-stream"),
+                "A blob's content; a `Range: bytes=` request gets 206 with `Content-Range`.",
+            )
+        },
+        op(
+            Method::HEAD,
+            blob,
+            none(200),
+            "A blob's headers (length, `Docker-Content-Digest`) without its body.",
+        ),
+        op(Method::DELETE, blob, none(202), "Deletes a blob from the repository."),
+    ]);
+    for path in ["/v2/{name}/blobs/uploads/", "/v2/{name}/blobs/uploads"] {
+        out.push(Raw {
+            query: &[
+                ("mount", "Digest of a blob to mount from another repository.", false),
+                ("from", "The repository to mount from.", false),
+                (
+                    "digest",
+                    "Digest of the whole blob sent as the body (a monolithic upload).",
+                    false,
+                ),
+            ],
+            request: OCTETS,
+            errors: UPLOAD_ERR,
+            ..op(
+                Method::POST,
+                path,
+                none(202),
+                "Starts an upload: 202 with the session's `Location` and `Range`, or 201 with the blob's \
+                 `Location` for a mount or a monolithic upload.",
+            )
+        });
+    }
+    out.extend([
+        op(
+            Method::GET,
+            upload,
+            none(204),
+            "An upload session's progress (`Range`, `Location`).",
+        ),
+        Raw {
+            request: OCTETS,
+            errors: UPLOAD_ERR,
+            ..op(
+                Method::PATCH,
+                upload,
+                none(202),
+                "Appends a chunk (at `Content-Range` when given); 202 with the new `Range`.",
+            )
+        },
+        Raw {
+            query: &[("digest", "The digest of the whole blob.", true)],
+            request: OCTETS,
+            errors: UPLOAD_ERR,
+            ..op(
+                Method::PUT,
+                upload,
+                none(201),
+                "Completes an upload, with an optional last chunk; 201 with the blob's `Location`.",
+            )
+        },
+        op(Method::DELETE, upload, none(204), "Cancels an upload session."),
+        Raw {
+            query: &[(
+                "artifactType",
+                "Only referrers of this artifact type (the reply then has `OCI-Filters-Applied`).",
+                false,
+            )],
+            ..op(
+                Method::GET,
+                "/v2/{name}/referrers/{digest}",
+                (200, "application/vnd.oci.image.index.v1+json"),
+                "The manifests whose subject is this digest, as an OCI image index.",
+            )
+        },
+    ]);
+    out.into_iter().map(Endpoint::Raw).collect()
 }
 
 const API_VERSION: HeaderValue = HeaderValue::from_static("registry/2.0");

@@ -13,7 +13,8 @@ use ward_proto::iam::v2::{
 };
 
 use super::crud::{self, Resource};
-use super::{Auth, JsonBody, Params, Reply};
+use super::table::{Endpoint, Routes};
+use super::{Auth, JsonBody, Params, Reply, versioned};
 use crate::authz::Caller;
 use crate::services::UpdateMask;
 use crate::ward::Ward;
@@ -59,8 +60,23 @@ async fn check(w: &Ward, c: &Caller, uid: String, body: JsonBody) -> Result<serd
     serde_json::to_value(resp).map_err(|e| ward_core::Error::internal(format_args!("encode: {e}")))
 }
 
-pub fn routes() -> axum::Router<Arc<Ward>> {
+pub fn routes() -> Routes {
     crud::routes::<Associations>("accountAssociations", get(list_associations))
+}
+
+pub fn endpoints() -> Vec<Endpoint> {
+    let mut e = crud::endpoints! {
+        Associations,
+        "AccountAssociationsService",
+        "accountAssociations",
+        "account_association",
+        "AccountAssociation",
+        "AccountAssociations"
+    };
+    e.extend(versioned! {"iam", "AccountAssociationsService", [
+        (POST, "/accountAssociations/{uid=**}:checkAccountAssociation", "*", "CheckAccountAssociation"),
+    ]});
+    e
 }
 
 async fn list_associations(

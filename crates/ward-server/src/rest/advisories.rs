@@ -16,7 +16,8 @@ use ward_proto::vulnerabilities::v2::{
     Advisory, EventTypeFilter, GetAdvisoryRequest, ListAdvisoriesRequest, ListAdvisoriesResponse, ReviewState,
 };
 
-use super::{Auth, JsonBody, Params, Reply};
+use super::table::{Endpoint, Raw, Routes};
+use super::{Auth, JsonBody, Params, Reply, raw, rpc, versioned};
 use crate::authz::Caller;
 use crate::services::advisories::v1 as tr;
 use crate::status::ApiError;
@@ -27,8 +28,8 @@ pub const MAX_IMPORT_BYTES: usize = 16 * 1024 * 1024;
 /// Imports one server works on at once (each holds its parsed body).
 pub const IMPORTS_AT_ONCE: usize = 2;
 
-pub fn routes() -> axum::Router<Arc<Ward>> {
-    let mut r = axum::Router::new();
+pub fn routes() -> Routes {
+    let mut r = Routes::new();
     for v in ["v2beta1", "v2"] {
         r = r
             .route(&format!("/vulnerabilities/{v}/advisories"), get(list_advisories))
@@ -53,6 +54,61 @@ pub fn routes() -> axum::Router<Arc<Ward>> {
     .route("/advisory/v2/metadata", get(metadata))
 }
 
+pub fn endpoints() -> Vec<Endpoint> {
+    use http::Method;
+    macro_rules! v1 {
+        ($method:ident, $path:literal, $body:literal, $rpc:literal) => {
+            rpc(
+                Method::$method,
+                concat!("/vulnerabilities/v1", $path),
+                $body,
+                concat!("chainguard.platform.vulnerabilities.v1.Advisories.", $rpc),
+                true,
+            )
+        };
+    }
+    let mut e = versioned! {"vulnerabilities", "AdvisoriesService", [
+        (GET, "/advisories", "", "ListAdvisories"),
+        (GET, "/advisories/", "", "ListAdvisories"),
+        (GET, "/advisories/{uid=**}", "", "GetAdvisory"),
+    ]};
+    e.extend([
+        v1!(POST, "/advisories", "*", "Create"),
+        v1!(GET, "/advisories", "", "List"),
+        v1!(POST, "/advisories:import", "*", "Import"),
+        v1!(PUT, "/advisories/{id=**}", "*", "Update"),
+        v1!(DELETE, "/advisories/{id=**}", "", "Delete"),
+        v1!(POST, "/advisories/{parent_id=**}/events", "*", "CreateAdvisoryEvent"),
+        v1!(GET, "/advisories/{parent_id=**}/events", "", "ListAdvisoryEvents"),
+        v1!(PUT, "/advisory_events/{id=**}", "*", "UpdateAdvisoryEvent"),
+        rpc(
+            Method::GET,
+            "/advisory/v2/documents",
+            "",
+            "chainguard.platform.advisory.v2.SecurityAdvisoryService.ListDocuments",
+            false,
+        ),
+        rpc(
+            Method::GET,
+            "/advisory/v2/metadata",
+            "",
+            "chainguard.platform.advisory.v2.SecurityAdvisoryService.ListVulnerabilityMetadata",
+            false,
+        ),
+        Endpoint::Raw(Raw {
+            errors: &[400, 401, 404, 500],
+            ..raw(
+                Method::GET,
+                "/osv/{file}".into(),
+                "An OSV document: `{file}` is `<CGA id>.json` (one advisory), `all.json` (a JSON array of \
+                 every document) or `all.zip` (`application/zip`, one `<id>.json` per document). No token \
+                 needed: anonymous callers get the public advisories; a token adds those it may list.",
+            )
+        }),
+    ]);
+    e
+}
+
 /// The caller when a token is given; anonymous otherwise (public feeds).
 pub struct MaybeAuth(pub Option<Caller>);
 
@@ -68,24 +124,31 @@ impl FromRequestParts<Arc<Ward>> for MaybeAuth {
     }
 }
 
-/// A repeated enum query parameter, by value name (or number).
+/// A repeated enum query parameter, by value name or number (a number the
+/// enum does not define is refused like an unknown name).
 fn enum_list(q: &mut Params, key: &str, parse: impl Fn(&str) -> Option<i32>) -> Result<Vec<i32>> {
     q.list(key)?
         .iter()
         .map(|v| {
             parse(v)
-                .or_else(|| v.parse().ok())
                 .ok_or_else(|| Error::invalid(key, format!("unknown {key} value \"{}\"", ward_core::names::echo(v))))
         })
         .collect()
 }
 
+/// An enum value by name, or by a number the enum defines.
+fn enum_value<E: Into<i32> + TryFrom<i32>>(s: &str, by_name: fn(&str) -> Option<E>) -> Option<i32> {
+    by_name(s)
+        .map(Into::into)
+        .or_else(|| s.parse::<i32>().ok().filter(|n| E::try_from(*n).is_ok()))
+}
+
 fn review_state(s: &str) -> Option<i32> {
-    ReviewState::from_str_name(s).map(|v| v as i32)
+    enum_value(s, ReviewState::from_str_name)
 }
 
 fn event_type(s: &str) -> Option<i32> {
-    EventTypeFilter::from_str_name(s).map(|v| v as i32)
+    enum_value(s, EventTypeFilter::from_str_name)
 }
 
 async fn list_advisories(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Params) -> Reply<ListAdvisoriesResponse> {
@@ -111,7 +174,7 @@ async fn list_advisories(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Param
         latest_event_type: if latest.is_empty() {
             None
         } else {
-            Some(event_type(&latest).or_else(|| latest.parse().ok()).ok_or_else(|| {
+            Some(event_type(&latest).ok_or_else(|| {
                 Error::invalid(
                     "latest_event_type",
                     format!("unknown latest_event_type \"{}\"", ward_core::names::echo(&latest)),
@@ -164,21 +227,21 @@ async fn list_advisories_v1(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Pa
         page_token: q.string("page_token"),
         page_size: i64::from(page_size),
         event_statuses: enum_list(&mut q, "event_statuses", |s| {
-            v1::advisory_event::ReviewStatus::from_str_name(s).map(|v| v as i32)
+            enum_value(s, v1::advisory_event::ReviewStatus::from_str_name)
         })?,
         event_author: q.list("event_author")?,
         event_reviewer: q.list("event_reviewer")?,
         event_types: enum_list(&mut q, "event_types", |s| {
-            v1::advisory_filter::EventType::from_str_name(s).map(|v| v as i32)
+            enum_value(s, v1::advisory_filter::EventType::from_str_name)
         })?,
         order_by: enum_list(&mut q, "order_by", |s| {
-            v1::advisory_filter::OrderBy::from_str_name(s).map(|v| v as i32)
+            enum_value(s, v1::advisory_filter::OrderBy::from_str_name)
         })?
         .pop()
         .unwrap_or_default(),
         exclude_event_author: q.list("exclude_event_author")?,
         latest_event_type: enum_list(&mut q, "latest_event_type", |s| {
-            v1::advisory_filter::EventType::from_str_name(s).map(|v| v as i32)
+            enum_value(s, v1::advisory_filter::EventType::from_str_name)
         })?
         .pop(),
         origin: Some(q.string("origin")).filter(|s| !s.is_empty()),
@@ -287,8 +350,17 @@ async fn import(State(w): State<Arc<Ward>>, Auth(c): Auth, q: Params, req: Reque
         .await
         .map_err(|e| super::body_error_over(e, MAX_IMPORT_BYTES))?;
     let body: v1::ImportRequest = tokio::task::spawn_blocking(move || {
-        serde_json::from_slice(&bytes)
-            .map_err(|e| Error::invalid("body", format!("the request body does not match ImportRequest: {e}")))
+        let bad = |e: serde_json::Error| {
+            Error::invalid("body", format!("the request body does not match ImportRequest: {e}"))
+        };
+        // An empty body is `{}`, and `null` a field's default, as everywhere.
+        let mut v: serde_json::Value = if bytes.iter().all(u8::is_ascii_whitespace) {
+            serde_json::json!({})
+        } else {
+            serde_json::from_slice(&bytes).map_err(bad)?
+        };
+        super::strip_nulls(&mut v, 0);
+        serde_json::from_value(v).map_err(bad)
     })
     .await
     .map_err(Error::internal)??;

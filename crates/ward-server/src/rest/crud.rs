@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use ward_core::{Error, Result};
 
+use super::table::Routes;
 use super::{Auth, JsonBody, Params, Reply};
 use crate::authz::Caller;
 use crate::services::UpdateMask;
@@ -104,8 +105,8 @@ pub fn item_routes<R: Resource>() -> MethodRouter<Arc<Ward>> {
 }
 
 /// Registers `collection` (list + item routes) under every IAM version.
-pub fn routes<R: Resource>(collection: &str, list: MethodRouter<Arc<Ward>>) -> axum::Router<Arc<Ward>> {
-    let mut r = axum::Router::new();
+pub fn routes<R: Resource>(collection: &str, list: MethodRouter<Arc<Ward>>) -> Routes {
+    let mut r = Routes::new();
     for v in ["v2beta1", "v2"] {
         r = r
             .route(&format!("/iam/{v}/{collection}"), list.clone())
@@ -115,3 +116,27 @@ pub fn routes<R: Resource>(collection: &str, list: MethodRouter<Arc<Ward>>) -> a
     }
     r
 }
+
+/// The endpoints of [`routes`] for resource `$r` of IAM service `$service`:
+/// List (`GET /collection` and `GET /collection/`), Create (`POST
+/// …/{parent=**}`, the body is the resource field), Get, Delete, and Update
+/// (`PATCH …/{field.uid=**}`) when `$r` is updatable. Custom verbs and extra
+/// collection methods are the resource module's to add.
+macro_rules! endpoints {
+    ($r:ty, $service:literal, $collection:literal, $field:literal, $kind:literal, $plural:literal) => {{
+        let mut e = $crate::rest::versioned! {"iam", $service, [
+            (GET, concat!("/", $collection), "", concat!("List", $plural)),
+            (GET, concat!("/", $collection, "/"), "", concat!("List", $plural)),
+            (POST, concat!("/", $collection, "/{parent=**}"), $field, concat!("Create", $kind)),
+            (GET, concat!("/", $collection, "/{uid=**}"), "", concat!("Get", $kind)),
+            (DELETE, concat!("/", $collection, "/{uid=**}"), "", concat!("Delete", $kind)),
+        ]};
+        if <$r as $crate::rest::crud::Resource>::UPDATABLE {
+            e.extend($crate::rest::versioned! {"iam", $service, [
+                (PATCH, concat!("/", $collection, "/{", $field, ".uid=**}"), $field, concat!("Update", $kind)),
+            ]});
+        }
+        e
+    }};
+}
+pub(crate) use endpoints;

@@ -14,7 +14,8 @@ use ward_proto::iam::v2::{
 };
 
 use super::crud::{self, Resource};
-use super::{Auth, JsonBody, Params, Reply};
+use super::table::{Endpoint, Routes};
+use super::{Auth, JsonBody, Params, Reply, versioned};
 use crate::authz::Caller;
 use crate::services::UpdateMask;
 use crate::ward::Ward;
@@ -63,7 +64,7 @@ fn to_json<T: serde::Serialize>(v: T) -> Result<serde_json::Value> {
 }
 
 /// Groups also accept POST on the collection itself: a new organization.
-pub fn routes() -> axum::Router<Arc<Ward>> {
+pub fn routes() -> Routes {
     let mut r = crud::routes::<Groups>("groups", get(list_groups).post(create_organization));
     for v in ["v2beta1", "v2"] {
         r = r
@@ -76,6 +77,25 @@ pub fn routes() -> axum::Router<Arc<Ward>> {
             );
     }
     r
+}
+
+pub fn endpoints() -> Vec<Endpoint> {
+    let mut e = crud::endpoints! {Groups, "GroupsService", "groups", "group", "Group", "Groups"};
+    e.extend(versioned! {"iam", "GroupsService", [
+        // A new organization: grpc-gateway's `{parent=**}` matching no segment.
+        (POST, "/groups", "group", "CreateGroup"),
+        (POST, "/groups/", "group", "CreateGroup"),
+        // The body is read as JSON but not used: the request is the path's uid.
+        (POST, "/groups/{group_uid=**}:requestGroupAccess", "", "RequestGroupAccess"),
+        (GET, "/groups:lookupGroup", "", "LookupGroup"),
+        (GET, "/groups:checkEligibility", "", "CheckEligibility"),
+        (GET, "/groups:accessRequests", "", "ListGroupAccessRequests"),
+    ]});
+    e.extend(versioned! {"iam", "TermsService", [
+        (POST, "/terms/{group=**}", "*", "AcceptTerms"),
+        (GET, "/terms/{group=**}", "", "ListTermsAcceptances"),
+    ]});
+    e
 }
 
 async fn lookup_group(State(w): State<Arc<Ward>>, Auth(c): Auth, q: Params) -> Reply<LookupGroupResponse> {

@@ -12,7 +12,8 @@ use ward_proto::iam::v2::{
 };
 
 use super::crud::{self, Resource};
-use super::{Auth, Params, Reply};
+use super::table::{Endpoint, Routes};
+use super::{Auth, Params, Reply, versioned};
 use crate::authz::Caller;
 use crate::services::UpdateMask;
 use crate::ward::Ward;
@@ -46,7 +47,7 @@ impl Resource for Identities {
     }
 }
 
-pub fn routes() -> axum::Router<Arc<Ward>> {
+pub fn routes() -> Routes {
     let mut r = crud::routes::<Identities>("identities", get(list_identities));
     for v in ["v2beta1", "v2"] {
         r = r
@@ -57,6 +58,16 @@ pub fn routes() -> axum::Router<Arc<Ward>> {
             );
     }
     r
+}
+
+pub fn endpoints() -> Vec<Endpoint> {
+    let mut e = crud::endpoints! {Identities, "IdentitiesService", "identities", "identity", "Identity", "Identities"};
+    e.extend(versioned! {"iam", "IdentitiesService", [
+        (GET, "/identities:lookupIdentity", "", "LookupIdentity"),
+        // The body is the metadata; `update_mask` is a query parameter.
+        (PATCH, "/identities:updateIdentityMetadata", "identity_metadata", "UpdateIdentityMetadata"),
+    ]});
+    e
 }
 
 async fn update_metadata(

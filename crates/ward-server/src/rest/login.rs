@@ -11,15 +11,16 @@ use axum::routing::{get, post};
 use serde_json::json;
 use ward_core::Error;
 
-use super::{MAX_BODY_BYTES, Params};
+use super::table::{Endpoint, Raw, Routes};
+use super::{MAX_BODY_BYTES, Params, raw};
 use crate::services::people::login::{Callback, LoginStart};
 
 /// RFC 8628's grant type.
 const DEVICE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
 use crate::ward::Ward;
 
-pub fn routes(issuer_path: &str) -> axum::Router<Arc<Ward>> {
-    axum::Router::new()
+pub fn routes(issuer_path: &str) -> Routes {
+    Routes::new()
         .route(&format!("{issuer_path}/oauth"), get(start))
         .route(&format!("{issuer_path}/oauth/callback"), get(callback))
         .route(&format!("{issuer_path}/oauth/token"), post(token))
@@ -28,6 +29,125 @@ pub fn routes(issuer_path: &str) -> axum::Router<Arc<Ward>> {
             &format!("{issuer_path}/oauth/device"),
             get(device_page).post(device_confirm),
         )
+}
+
+pub fn endpoints(issuer_path: &str) -> Vec<Endpoint> {
+    use http::Method;
+    const FORM: Option<&str> = Some("application/x-www-form-urlencoded");
+    // What a login's errors map to (as HTML pages or as OAuth JSON).
+    const ERRORS: &[u16] = &[400, 401, 404, 409, 429, 500, 503];
+    let path = |p: &str| format!("{issuer_path}{p}");
+    vec![
+        Endpoint::Raw(Raw {
+            query: &[
+                (
+                    "idp_id",
+                    "The identity provider: its UIDP, or a verified organization's name.",
+                    true,
+                ),
+                (
+                    "redirect",
+                    "Where the login's code goes: an http URL on the loopback.",
+                    true,
+                ),
+                ("state", "Opaque CLI state, returned with the code.", true),
+                (
+                    "code_challenge",
+                    "PKCE: base64url(SHA-256(code_verifier)), 43 characters.",
+                    true,
+                ),
+                ("code_challenge_method", "S256 (the default).", false),
+                ("exit", "Accepted and ignored.", false),
+                ("audience", "Accepted and ignored.", false),
+                ("client_id", "Accepted and ignored.", false),
+                ("connection", "Accepted and ignored.", false),
+                ("skip_registration", "Accepted and ignored.", false),
+                ("create_refresh_token", "Accepted and ignored.", false),
+                ("screen_hint", "Accepted and ignored.", false),
+                ("scope", "Accepted and ignored.", false),
+                ("identity", "Accepted and ignored.", false),
+            ],
+            success: (302, ""),
+            errors: ERRORS,
+            ..raw(
+                Method::GET,
+                path("/oauth"),
+                "Browser login, step 1: redirects to the identity provider's authorization endpoint; \
+                 errors are HTML pages.",
+            )
+        }),
+        Endpoint::Raw(Raw {
+            query: &[
+                ("code", "The provider's authorization code.", false),
+                ("state", "The state Ward sent to the provider.", true),
+                ("error", "The provider's error, if it refused.", false),
+                ("error_description", "Accepted and ignored.", false),
+                ("error_uri", "Accepted and ignored.", false),
+                ("session_state", "Accepted and ignored.", false),
+                ("iss", "Accepted and ignored.", false),
+                ("scope", "Accepted and ignored.", false),
+                ("authuser", "Accepted and ignored.", false),
+                ("prompt", "Accepted and ignored.", false),
+                ("hd", "Accepted and ignored.", false),
+            ],
+            success: (302, ""),
+            // 200: an HTML page when the login was a headless (device) one.
+            errors: &[200, 400, 401, 404, 409, 429, 500, 503],
+            ..raw(
+                Method::GET,
+                path("/oauth/callback"),
+                "Browser login, step 2 (the identity provider's redirect): redirects to the CLI's loopback \
+                 with a handoff code, or, for a headless login, answers an HTML page (200); errors are HTML pages.",
+            )
+        }),
+        Endpoint::Raw(Raw {
+            request: FORM,
+            errors: ERRORS,
+            ..raw(
+                Method::POST,
+                path("/oauth/token"),
+                "Browser login, step 3: form fields `grant_type` (`authorization_code` with `code`, or \
+                 `urn:ietf:params:oauth:grant-type:device_code` with `device_code`) and `code_verifier` \
+                 give `{token, expiry, identity, token_type}`; errors are OAuth JSON `{error, \
+                 error_description}` (`authorization_pending` while a headless login is unfinished).",
+            )
+        }),
+        Endpoint::Raw(Raw {
+            request: FORM,
+            errors: &[400, 404, 429, 500, 503],
+            ..raw(
+                Method::POST,
+                path("/oauth/device/code"),
+                "Headless login start: form fields `idp_id`, `code_challenge`, `code_challenge_method` \
+                 (S256) give a device code, a user code and the page to type it at; errors are OAuth JSON.",
+            )
+        }),
+        Endpoint::Raw(Raw {
+            query: &[(
+                "user_code",
+                "A code to confirm; the form to type one when absent.",
+                false,
+            )],
+            success: (200, "text/html"),
+            errors: &[400],
+            ..raw(
+                Method::GET,
+                path("/oauth/device"),
+                "Headless login: an HTML page to type the terminal's code, or to confirm a typed one.",
+            )
+        }),
+        Endpoint::Raw(Raw {
+            request: FORM,
+            success: (302, ""),
+            errors: &[400, 403],
+            ..raw(
+                Method::POST,
+                path("/oauth/device"),
+                "Headless login: the page's form (field `user_code`); redirects to the identity provider. \
+                 Cross-site posts are refused (403); errors are HTML pages.",
+            )
+        }),
+    ]
 }
 
 /// A page for the person in the browser.

@@ -16,6 +16,8 @@ use ward_proto::common::UidpFilter;
 use crate::authz::Caller;
 use crate::status::ApiError;
 use crate::ward::Ward;
+use table::{Endpoint, Raw, Routes};
+use transcode::Binding;
 
 mod account_associations;
 pub(crate) mod advisories;
@@ -23,19 +25,32 @@ mod crud;
 mod groups;
 mod identities;
 mod login;
+pub mod openapi;
 mod people;
 mod registry;
 mod role_bindings;
 mod roles;
 mod sts;
 mod system;
+pub mod table;
+pub mod transcode;
+mod v1;
 
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// The REST routes (gRPC services are added beside them by the caller).
 pub fn router(ward: Arc<Ward>, issuer_path: &str) -> axum::Router {
-    axum::Router::new()
+    routes(issuer_path)
+        .router
+        .fallback(no_route)
+        .layer(axum::middleware::map_response(method_not_allowed))
+        .with_state(ward)
+}
+
+/// Every REST route, recorded by path.
+fn routes(issuer_path: &str) -> Routes {
+    Routes::new()
         .merge(groups::routes())
         .merge(identities::routes())
         .merge(roles::routes())
@@ -44,14 +59,97 @@ pub fn router(ward: Arc<Ward>, issuer_path: &str) -> axum::Router {
         .merge(advisories::routes())
         .merge(people::routes())
         .merge(account_associations::routes())
+        .merge(transcode::routes(v1::rpcs()))
+        .merge(openapi::routes(issuer_path))
         .merge(login::routes(issuer_path))
         .merge(crate::oci::routes())
         .merge(crate::oci::token_routes(issuer_path))
         .merge(system::routes(issuer_path))
         .merge(sts::routes(issuer_path))
-        .fallback(no_route)
-        .layer(axum::middleware::map_response(method_not_allowed))
-        .with_state(ward)
+}
+
+/// What every route of [`router`] serves, for the OpenAPI document.
+pub fn endpoints(issuer_path: &str) -> Vec<Endpoint> {
+    [
+        groups::endpoints(),
+        identities::endpoints(),
+        roles::endpoints(),
+        role_bindings::endpoints(),
+        registry::endpoints(),
+        advisories::endpoints(),
+        people::endpoints(),
+        account_associations::endpoints(),
+        login::endpoints(issuer_path),
+        crate::oci::endpoints(),
+        crate::oci::token_endpoints(issuer_path),
+        system::endpoints(issuer_path),
+        sts::endpoints(issuer_path),
+        v1::rpcs().into_iter().map(|r| Endpoint::Rpc(r.binding)).collect(),
+        openapi::endpoints(),
+    ]
+    .concat()
+}
+
+/// The path of every route of [`router`], in axum syntax.
+pub fn route_paths(issuer_path: &str) -> Vec<String> {
+    routes(issuer_path).paths
+}
+
+/// The v2beta1 and v2 bindings of RPCs served under both
+/// `/{domain}/v2beta1/…` and `/{domain}/v2/…` (proto packages
+/// `chainguard.platform.{domain}.v2beta1` and `….v2`), all authenticated:
+/// `versioned! {"iam", "GroupsService", [(GET, "/groups", "", "ListGroups")]}`
+/// (braces keep rustfmt from spreading the rows). A path or RPC name may also
+/// be a `concat!` of literals.
+macro_rules! versioned {
+    ($domain:literal, $service:literal, [$(($method:ident, $path:expr, $body:literal, $rpc:expr)),* $(,)?]) => {
+        vec![$(
+            $crate::rest::versioned!(@one $domain, "v2beta1", $service, $method, $path, $body, $rpc),
+            $crate::rest::versioned!(@one $domain, "v2", $service, $method, $path, $body, $rpc),
+        )*]
+    };
+    (@one $domain:literal, $v:literal, $service:literal, $method:ident, $path:expr, $body:literal, $rpc:expr) => {
+        $crate::rest::table::Endpoint::Rpc($crate::rest::transcode::Binding {
+            method: ::http::Method::$method,
+            path: concat!("/", $domain, "/", $v, $path),
+            body: $body,
+            name: concat!("chainguard.platform.", $domain, ".", $v, ".", $service, ".", $rpc),
+            authenticated: true,
+        })
+    };
+}
+pub(crate) use versioned;
+
+/// One binding of an RPC served under one version only.
+pub(crate) fn rpc(
+    method: http::Method,
+    path: &'static str,
+    body: &'static str,
+    name: &'static str,
+    authenticated: bool,
+) -> Endpoint {
+    Endpoint::Rpc(Binding {
+        method,
+        path,
+        body,
+        name,
+        authenticated,
+    })
+}
+
+/// A non-RPC endpoint answering 200 with JSON, no token, no query, no body;
+/// callers override fields with `Raw { …, ..raw(…) }`.
+pub(crate) fn raw(method: http::Method, path: String, summary: &'static str) -> Raw {
+    Raw {
+        method,
+        path,
+        summary,
+        authenticated: false,
+        query: &[],
+        request: None,
+        success: (200, "application/json"),
+        errors: &[],
+    }
 }
 
 /// Unknown paths: NOT_FOUND over REST; for a gRPC request (a service Ward
@@ -113,6 +211,8 @@ const IMPLEMENTED_VERBS: &[&str] = &[
     "accessRequests",
     "checkAccountAssociation",
     "updateIdentityMetadata",
+    // v1 (`/iam/v1/account_associations/{group=**}:check`).
+    "check",
 ];
 
 /// Largest unread request body that is drained so the connection stays
@@ -291,18 +391,30 @@ impl Params {
         Ok(values)
     }
 
+    /// The last value of `key`, when the key is present at all (so that
+    /// `?page_size=` is an error, as in grpc-gateway, not a silent default).
+    pub fn given(&mut self, key: &str) -> Option<String> {
+        self.0.remove(key).map(|mut v| v.pop().unwrap_or_default())
+    }
+
     pub fn int(&mut self, key: &str) -> Result<i32> {
-        let s = self.string(key);
-        if s.is_empty() {
+        let Some(s) = self.given(key) else {
             return Ok(0);
-        }
-        s.parse()
-            .map_err(|_| Error::invalid(key, format!("{key} must be an integer, got \"{s}\"")))
+        };
+        s.parse().map_err(|_| {
+            Error::invalid(
+                key,
+                format!("{key} must be an integer, got \"{}\"", ward_core::names::echo(&s)),
+            )
+        })
     }
 
     pub fn bool(&mut self, key: &str) -> Result<bool> {
-        match self.string(key).as_str() {
-            "" | "false" | "0" => Ok(false),
+        let Some(s) = self.given(key) else {
+            return Ok(false);
+        };
+        match s.as_str() {
+            "false" | "0" => Ok(false),
             "true" | "1" => Ok(true),
             other => Err(Error::invalid(
                 key,
@@ -362,15 +474,38 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
 }
 
 impl JsonBody {
-    /// The top-level keys present (for a body-derived update mask).
+    /// The top-level keys present (for a body-derived update mask). A key
+    /// `*` is not a field, so it never stands for "every field" here.
     pub fn keys(&self) -> Vec<String> {
-        self.0.keys().cloned().collect()
+        self.0.keys().filter(|k| k.as_str() != "*").cloned().collect()
     }
 
     /// The body as a proto message (proto3 JSON; unknown fields are ignored).
     pub fn message<T: DeserializeOwned>(self) -> Result<T> {
-        serde_json::from_value(serde_json::Value::Object(self.0))
+        let mut v = serde_json::Value::Object(self.0);
+        strip_nulls(&mut v, 0);
+        serde_json::from_value(v)
             .map_err(|e| Error::invalid("body", format!("the request body does not match the message: {e}")))
+    }
+}
+
+/// Drops object members whose value is `null`: proto3 JSON reads `null` as
+/// the field's default, which is what an absent member means too. (Nesting
+/// is bounded by serde_json's recursion limit; `depth` guards it again.)
+pub fn strip_nulls(v: &mut serde_json::Value, depth: usize) {
+    match v {
+        serde_json::Value::Object(m) if depth < 256 => {
+            m.retain(|_, x| !x.is_null());
+            for x in m.values_mut() {
+                strip_nulls(x, depth + 1);
+            }
+        }
+        serde_json::Value::Array(a) if depth < 256 => {
+            for x in a {
+                strip_nulls(x, depth + 1);
+            }
+        }
+        _ => {}
     }
 }
 

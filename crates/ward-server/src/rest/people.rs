@@ -18,7 +18,8 @@ use ward_proto::iam::v2::{
 };
 
 use super::crud::{self, Resource};
-use super::{Auth, JsonBody, Params, Reply};
+use super::table::{Endpoint, Routes};
+use super::{Auth, JsonBody, Params, Reply, versioned};
 use crate::authz::Caller;
 use crate::services::UpdateMask;
 use crate::ward::Ward;
@@ -121,7 +122,7 @@ impl Resource for Invites {
     }
 }
 
-pub fn routes() -> axum::Router<Arc<Ward>> {
+pub fn routes() -> Routes {
     let mut r = crud::routes::<Providers>("identityProviders", get(list_providers))
         .merge(crud::routes::<Invites>("groupInvites", get(list_invites)));
     // The batch verb is routed before the `{*uid}` item routes match it.
@@ -136,6 +137,44 @@ pub fn routes() -> axum::Router<Arc<Ward>> {
         get(list_mappings),
     ))
     .route("/auth/v1/register", post(register))
+}
+
+pub fn endpoints() -> Vec<Endpoint> {
+    let mut e = crud::endpoints! {
+        Providers,
+        "IdentityProvidersService",
+        "identityProviders",
+        "identity_provider",
+        "IdentityProvider",
+        "IdentityProviders"
+    };
+    e.extend(crud::endpoints! {
+        Invites,
+        "GroupInvitesService",
+        "groupInvites",
+        "group_invite",
+        "GroupInvite",
+        "GroupInvites"
+    });
+    e.extend(crud::endpoints! {
+        Mappings,
+        "ExternalGroupRoleMappingsService",
+        "externalGroupRoleMappings",
+        "external_group_role_mapping",
+        "ExternalGroupRoleMapping",
+        "ExternalGroupRoleMappings"
+    });
+    e.extend(versioned! {"iam", "ExternalGroupRoleMappingsService", [
+        (POST, "/externalGroupRoleMappings:batchDelete", "*", "BatchDeleteExternalGroupRoleMappings"),
+    ]});
+    e.push(super::rpc(
+        http::Method::POST,
+        "/auth/v1/register",
+        "*",
+        "chainguard.platform.auth.v1.Auth.Register",
+        true,
+    ));
+    e
 }
 
 async fn list_providers(

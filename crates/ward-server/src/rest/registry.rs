@@ -15,12 +15,13 @@ use ward_proto::registry::v2::{
     RepoReadme, Tag,
 };
 
-use super::{Auth, JsonBody, Params, Reply};
+use super::table::{Endpoint, Routes};
+use super::{Auth, JsonBody, Params, Reply, versioned};
 use crate::status::ApiError;
 use crate::ward::Ward;
 
-pub fn routes() -> axum::Router<Arc<Ward>> {
-    let mut r = axum::Router::new();
+pub fn routes() -> Routes {
+    let mut r = Routes::new();
     for v in ["v2beta1", "v2"] {
         r = r
             .route(&format!("/registry/{v}/repos"), get(list_repos))
@@ -40,6 +41,33 @@ pub fn routes() -> axum::Router<Arc<Ward>> {
             );
     }
     r
+}
+
+/// What [`routes`] serves: the repo catch-all also carries the readme and
+/// the images RPCs (see [`get_under_repo`], [`patch_under_repo`]).
+pub fn endpoints() -> Vec<Endpoint> {
+    let mut e = versioned! {"registry", "ReposService", [
+        (GET, "/repos", "", "ListRepos"),
+        (GET, "/repos/", "", "ListRepos"),
+        (POST, "/repos/{parent=**}", "repo", "CreateRepo"),
+        (GET, "/repos/{uid=**}", "", "GetRepo"),
+        (PATCH, "/repos/{repo.uid=**}", "repo", "UpdateRepo"),
+        (DELETE, "/repos/{uid=**}", "", "DeleteRepo"),
+        (GET, "/repos/{uid=**}/readme", "", "GetRepoReadme"),
+        (PATCH, "/repos/{repo_readme.uid=**}/readme", "repo_readme", "UpdateRepoReadme"),
+    ]};
+    e.extend(versioned! {"registry", "ImagesService", [
+        (GET, "/repos/{repo_uid=**}/digests/{digest}/architectures", "", "GetArchitectures"),
+        (GET, "/repos/{repo_uid=**}/digests/{digest}/size", "", "GetSize"),
+    ]});
+    e.extend(versioned! {"registry", "TagsService", [
+        (GET, "/tags", "", "ListTags"),
+        (GET, "/tags/", "", "ListTags"),
+        (POST, "/tags/{parent=**}", "tag", "CreateTag"),
+        (GET, "/tags/{uid=**}", "", "GetTag"),
+        (DELETE, "/tags/{uid=**}", "", "DeleteTag"),
+    ]});
+    e
 }
 
 fn json<T: serde::Serialize>(r: Result<T>) -> std::result::Result<Response, ApiError> {
@@ -156,14 +184,12 @@ async fn list_tags(
     Auth(c): Auth,
     mut q: Params,
 ) -> Reply<ward_proto::registry::v2::ListTagsResponse> {
-    let since = q.string("updated_since");
-    let updated_since = if since.is_empty() {
-        None
-    } else {
-        Some(
+    let updated_since = match q.given("updated_since") {
+        None => None,
+        Some(since) => Some(
             serde_json::from_value::<Timestamp>(serde_json::Value::String(since))
                 .map_err(|_| Error::invalid("updated_since", "updated_since must be an RFC 3339 timestamp"))?,
-        )
+        ),
     };
     let req = ListTagsRequest {
         uidp: q.uidp()?,

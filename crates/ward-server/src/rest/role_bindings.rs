@@ -12,7 +12,8 @@ use ward_proto::iam::v2::{
 };
 
 use super::crud::{self, Resource};
-use super::{Auth, JsonBody, Params, Reply};
+use super::table::{Endpoint, Routes};
+use super::{Auth, JsonBody, Params, Reply, versioned};
 use crate::authz::Caller;
 use crate::services::UpdateMask;
 use crate::ward::Ward;
@@ -46,7 +47,7 @@ impl Resource for RoleBindings {
     }
 }
 
-pub fn routes() -> axum::Router<Arc<Ward>> {
+pub fn routes() -> Routes {
     let mut r = crud::routes::<RoleBindings>("roleBindings", get(list_role_bindings));
     for v in ["v2beta1", "v2"] {
         r = r.route(
@@ -55,6 +56,21 @@ pub fn routes() -> axum::Router<Arc<Ward>> {
         );
     }
     r
+}
+
+pub fn endpoints() -> Vec<Endpoint> {
+    let mut e = crud::endpoints! {
+        RoleBindings,
+        "RoleBindingsService",
+        "roleBindings",
+        "role_binding",
+        "RoleBinding",
+        "RoleBindings"
+    };
+    e.extend(versioned! {"iam", "RoleBindingsService", [
+        (POST, "/roleBindings:batchCreate", "*", "BatchCreateRoleBindings"),
+    ]});
+    e
 }
 
 /// The body is the whole request (`body: "*"`): `parent`, `requests`, `roleUid`.

@@ -11,6 +11,7 @@ use ward_proto::iam::v2::{
 };
 
 use super::crud::{self, Resource};
+use super::table::{Endpoint, Routes};
 use super::{Auth, Params, Reply};
 use crate::authz::Caller;
 use crate::services::UpdateMask;
@@ -45,8 +46,12 @@ impl Resource for Roles {
     }
 }
 
-pub fn routes() -> axum::Router<Arc<Ward>> {
+pub fn routes() -> Routes {
     crud::routes::<Roles>("roles", get(list_roles))
+}
+
+pub fn endpoints() -> Vec<Endpoint> {
+    crud::endpoints! {Roles, "RolesService", "roles", "role", "Role", "Roles"}
 }
 
 async fn list_roles(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Params) -> Reply<ListRolesResponse> {

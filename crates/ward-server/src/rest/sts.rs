@@ -14,15 +14,74 @@ use serde_json::{Value, json};
 use ward_core::capability::CapSet;
 use ward_proto::Timestamp;
 
-use super::{Auth, MAX_BODY_BYTES, Params, Reply};
+use super::table::{Endpoint, Raw, Routes};
+use super::{Auth, MAX_BODY_BYTES, Params, Reply, raw};
 use crate::services::sts::ExchangeRequest;
 use crate::status::ApiError;
 use crate::ward::Ward;
 
-pub fn routes(issuer_path: &str) -> axum::Router<Arc<Ward>> {
-    axum::Router::new()
+pub fn routes(issuer_path: &str) -> Routes {
+    Routes::new()
         .route(&format!("{issuer_path}/sts/exchange"), get(exchange).post(exchange))
         .route("/auth/v1/ok", get(who_am_i))
+}
+
+/// `/sts/exchange`'s parameters (repeatable ones may also be comma-separated).
+const EXCHANGE_QUERY: &[(&str, &str, bool)] = &[
+    (
+        "aud",
+        "Audience of the new token (repeatable); the API URL when absent.",
+        false,
+    ),
+    ("scope", "Group UIDP to restrict the new token to (repeatable).", false),
+    ("scopes", "Same as scope (repeatable).", false),
+    (
+        "identity",
+        "UIDP of the identity the token is for; when absent, the registered root-level identity of the \
+         bearer token's issuer and subject.",
+        false,
+    ),
+    (
+        "cap",
+        "Capability (enum or dotted name) to restrict the new token to (repeatable).",
+        false,
+    ),
+];
+
+pub fn endpoints(issuer_path: &str) -> Vec<Endpoint> {
+    use http::Method;
+    let exchange = |method: Method, request: Option<&'static str>, summary: &'static str| {
+        Endpoint::Raw(Raw {
+            authenticated: true,
+            query: EXCHANGE_QUERY,
+            request,
+            errors: &[400, 401, 403, 404, 408, 413, 429, 500, 503],
+            ..raw(method, format!("{issuer_path}/sts/exchange"), summary)
+        })
+    };
+    vec![
+        exchange(
+            Method::GET,
+            None,
+            "Token exchange: the bearer token (an OIDC token of a trusted issuer, or a Ward token) becomes a \
+             Ward token, `{\"token\", \"expiry\"}`.",
+        ),
+        exchange(
+            Method::POST,
+            Some("application/x-www-form-urlencoded"),
+            "Token exchange: as GET; the parameters may also come in a form-encoded body.",
+        ),
+        Endpoint::Raw(Raw {
+            authenticated: true,
+            errors: &[400, 401],
+            ..raw(
+                Method::GET,
+                "/auth/v1/ok".into(),
+                "Who the caller is: issuer, subject, audience, expiry, issuedAt, serverAdmin, and its \
+                 capabilities per group.",
+            )
+        }),
+    ]
 }
 
 fn rfc3339(secs: i64) -> Value {
@@ -34,6 +93,13 @@ fn rfc3339(secs: i64) -> Value {
 }
 
 async fn exchange(State(w): State<Arc<Ward>>, headers: HeaderMap, mut q: Params, req: Request) -> Reply<Value> {
+    // No token, nothing to exchange: say so before looking at the parameters.
+    if !headers.contains_key(http::header::AUTHORIZATION) {
+        return Err(ward_core::Error::Unauthenticated(
+            "an identity token is required (Authorization: Bearer <token>)".into(),
+        )
+        .into());
+    }
     let is_form = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -7,13 +7,14 @@ use axum::extract::State;
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use super::Reply;
+use super::table::{Endpoint, Raw, Routes};
+use super::{Reply, raw, rpc};
 use crate::ward::Ward;
 
 /// `issuer_path` is the path part of the issuer URL ("" for a bare host), under
 /// which discovery documents are served.
-pub fn routes(issuer_path: &str) -> axum::Router<Arc<Ward>> {
-    axum::Router::new()
+pub fn routes(issuer_path: &str) -> Routes {
+    Routes::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route(
@@ -22,6 +23,42 @@ pub fn routes(issuer_path: &str) -> axum::Router<Arc<Ward>> {
         )
         .route(&format!("{issuer_path}/.well-known/jwks.json"), get(jwks))
         .route("/ping/v2/ping", get(ping))
+}
+
+pub fn endpoints(issuer_path: &str) -> Vec<Endpoint> {
+    use http::Method;
+    vec![
+        Endpoint::Raw(raw(
+            Method::GET,
+            "/healthz".into(),
+            "Liveness: `{\"status\": \"ok\"}` while the process serves requests.",
+        )),
+        Endpoint::Raw(Raw {
+            errors: &[503],
+            ..raw(
+                Method::GET,
+                "/readyz".into(),
+                "Readiness: `{\"status\": \"ready\"}` once the database answers; an error status otherwise.",
+            )
+        }),
+        Endpoint::Raw(raw(
+            Method::GET,
+            format!("{issuer_path}/.well-known/openid-configuration"),
+            "OpenID Connect discovery document of the token issuer (issuer, jwks_uri, EdDSA signing).",
+        )),
+        Endpoint::Raw(raw(
+            Method::GET,
+            format!("{issuer_path}/.well-known/jwks.json"),
+            "The issuer's public signing keys (JWK set) for verifying Ward tokens.",
+        )),
+        rpc(
+            Method::GET,
+            "/ping/v2/ping",
+            "",
+            "chainguard.platform.ping.v2.PingService.Ping",
+            false,
+        ),
+    ]
 }
 
 /// `PingService.Ping`: no authentication.

@@ -31,6 +31,23 @@ fn opt_uidp(field: &str, raw: &str, bad: &mut Vec<ward_core::error::FieldViolati
     }
 }
 
+/// Parses a `uidp.*` filter, recording each bad field in `bad`.
+pub(crate) fn parse_filter(f: &ProtoFilter, bad: &mut Vec<ward_core::error::FieldViolation>) -> UidpFilter {
+    if f.ids.len() > MAX_IDS {
+        bad.push(ward_core::error::FieldViolation {
+            field: "uidp.ids".into(),
+            description: format!("uidp.ids may name at most {MAX_IDS} UIDPs"),
+        });
+    }
+    UidpFilter {
+        ancestors_of: opt_uidp("uidp.ancestors_of", &f.ancestors_of, bad),
+        descendants_of: opt_uidp("uidp.descendants_of", &f.descendants_of, bad),
+        children_of: opt_uidp("uidp.children_of", &f.children_of, bad),
+        in_root: f.in_root,
+        ids: f.ids.iter().filter_map(|id| opt_uidp("uidp.ids", id, bad)).collect(),
+    }
+}
+
 impl Ward {
     /// Parses and checks the parameters; `collection` binds page tokens to it.
     /// Also returns the response's `skipped`: this request's `skip` plus what
@@ -42,24 +59,7 @@ impl Ward {
         visible: Option<Vec<Uidp>>,
     ) -> Result<(ListQuery, i32)> {
         let mut bad = Vec::new();
-        let mut filter = UidpFilter::default();
-        if let Some(f) = p.uidp {
-            filter.ancestors_of = opt_uidp("uidp.ancestors_of", &f.ancestors_of, &mut bad);
-            filter.descendants_of = opt_uidp("uidp.descendants_of", &f.descendants_of, &mut bad);
-            filter.children_of = opt_uidp("uidp.children_of", &f.children_of, &mut bad);
-            filter.in_root = f.in_root;
-            if f.ids.len() > MAX_IDS {
-                bad.push(ward_core::error::FieldViolation {
-                    field: "uidp.ids".into(),
-                    description: format!("uidp.ids may name at most {MAX_IDS} UIDPs"),
-                });
-            }
-            filter.ids = f
-                .ids
-                .iter()
-                .filter_map(|id| opt_uidp("uidp.ids", id, &mut bad))
-                .collect();
-        }
+        let filter = p.uidp.map(|f| parse_filter(f, &mut bad)).unwrap_or_default();
         let mut collect = |r: Result<()>| {
             if let Err(Error::InvalidArgument(v)) = r {
                 bad.extend(v);

@@ -13,6 +13,7 @@ pub mod registry;
 pub mod role_bindings;
 pub mod roles;
 pub mod sts;
+pub mod v1;
 
 use ward_core::error::FieldViolation;
 use ward_core::fieldmask::{FieldMask, Updatable};

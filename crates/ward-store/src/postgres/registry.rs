@@ -10,8 +10,8 @@ use ward_core::{Error, Result};
 
 use super::{PostgresStore, lock};
 use crate::registry::{
-    BLOB_TYPE, MANIFEST_TYPE, ManifestLinks, ManifestRecord, REPO_TYPE, RegistryStore, RepoPatch, RepoRecord,
-    TagRecord, UploadRecord, repo_exists, tag_flags,
+    BLOB_TYPE, MANIFEST_TYPE, MAX_TAG_HISTORY, ManifestLinks, ManifestRecord, REPO_TYPE, RegistryStore, RepoPatch,
+    RepoRecord, TagHistoryRecord, TagRecord, UploadRecord, repo_exists, tag_flags,
 };
 use crate::sql::{self, Dialect, REPO_COLUMNS, TAG_COLUMNS};
 use crate::{GROUP_TYPE, db_err};
@@ -44,9 +44,13 @@ async fn has_row(c: &mut PgConnection, sql: &str, a: &str, b: &str) -> Result<bo
     Ok(row.is_some())
 }
 
+/// Inserts or re-points a tag inside a transaction, recording the move in
+/// its history; returns it as stored. Its update_time only changes (and then
+/// grows) when its digest does, so a history row keyed by it is new exactly
+/// when the tag is created or moved.
 async fn upsert_tag(c: &mut PgConnection, t: &TagRecord) -> Result<TagRecord> {
     let (referrer, dated, epoch) = tag_flags(&t.name);
-    sqlx::query_as(&format!(
+    let row: TagRecord = sqlx::query_as(&format!(
         "INSERT INTO tags (uid, parent_uid, name, digest, is_referrer, is_dated, is_epoch, create_time, update_time) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
          ON CONFLICT (parent_uid, name) DO UPDATE SET digest = excluded.digest, \
@@ -64,9 +68,20 @@ async fn upsert_tag(c: &mut PgConnection, t: &TagRecord) -> Result<TagRecord> {
     .bind(i64::from(epoch))
     .bind(t.create_time)
     .bind(t.update_time)
-    .fetch_one(c)
+    .fetch_one(&mut *c)
     .await
-    .map_err(|e| db_err("upsert tag", e))
+    .map_err(|e| db_err("upsert tag", e))?;
+    sqlx::query(
+        "INSERT INTO tag_history (tag_uid, update_time, digest) VALUES ($1, $2, $3) \
+         ON CONFLICT (tag_uid, update_time) DO NOTHING",
+    )
+    .bind(&row.uid)
+    .bind(row.update_time)
+    .bind(&row.digest)
+    .execute(&mut *c)
+    .await
+    .map_err(|e| db_err("record tag history", e))?;
+    Ok(row)
 }
 
 impl PostgresStore {
@@ -414,6 +429,26 @@ impl RegistryStore for PostgresStore {
 
     async fn list_tags(&self, q: &ListQuery) -> Result<Page<TagRecord>> {
         self.list("tags", TAG_COLUMNS, q).await
+    }
+
+    async fn tag_history(
+        &self,
+        tag_uid: &Uidp,
+        start_ms: i64,
+        end_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<TagHistoryRecord>> {
+        sqlx::query_as(
+            "SELECT update_time, digest FROM tag_history \
+             WHERE tag_uid = $1 AND update_time >= $2 AND update_time <= $3 ORDER BY update_time LIMIT $4",
+        )
+        .bind(tag_uid.as_str())
+        .bind(start_ms)
+        .bind(end_ms)
+        .bind(i64::from(limit.min(MAX_TAG_HISTORY)))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("tag history", e))
     }
 
     async fn tag_names(&self, repo_uid: &str, last: Option<&str>, limit: u32) -> Result<Vec<String>> {

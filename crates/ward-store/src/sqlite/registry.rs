@@ -9,8 +9,8 @@ use ward_core::{Error, Result};
 use super::{SqliteStore, exists, values};
 use crate::GROUP_TYPE;
 use crate::registry::{
-    BLOB_TYPE, MANIFEST_TYPE, ManifestLinks, ManifestRecord, REPO_TYPE, RegistryStore, RepoPatch, RepoRecord,
-    TagRecord, UploadRecord, repo_exists, tag_flags,
+    BLOB_TYPE, MANIFEST_TYPE, MAX_TAG_HISTORY, ManifestLinks, ManifestRecord, REPO_TYPE, RegistryStore, RepoPatch,
+    RepoRecord, TagHistoryRecord, TagRecord, UploadRecord, repo_exists, tag_flags,
 };
 use crate::sql::{self, Dialect, REPO_COLUMNS, TAG_COLUMNS};
 
@@ -78,10 +78,13 @@ fn has_manifest(c: &Connection, repo: &str, digest: &str) -> rusqlite::Result<bo
     )
 }
 
-/// Inserts or re-points a tag inside a transaction; returns it as stored.
+/// Inserts or re-points a tag inside a transaction, recording the move in
+/// its history; returns it as stored. Its update_time only changes (and then
+/// grows) when its digest does, so a history row keyed by it is new exactly
+/// when the tag is created or moved.
 fn upsert_tag(c: &Connection, t: &TagRecord) -> rusqlite::Result<TagRecord> {
     let (referrer, dated, epoch) = tag_flags(&t.name);
-    c.prepare_cached(&format!(
+    let row = c.prepare_cached(&format!(
         "INSERT INTO tags (uid, parent_uid, name, digest, is_referrer, is_dated, is_epoch, create_time, update_time) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
          ON CONFLICT (parent_uid, name) DO UPDATE SET digest = excluded.digest, \
@@ -103,7 +106,13 @@ fn upsert_tag(c: &Connection, t: &TagRecord) -> rusqlite::Result<TagRecord> {
             t.update_time
         ],
         tag_from_row,
-    )
+    )?;
+    c.prepare_cached(
+        "INSERT INTO tag_history (tag_uid, update_time, digest) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (tag_uid, update_time) DO NOTHING",
+    )?
+    .execute(params![row.uid, row.update_time, row.digest])?;
+    Ok(row)
 }
 
 #[async_trait]
@@ -451,6 +460,30 @@ impl RegistryStore for SqliteStore {
 
     async fn list_tags(&self, q: &ListQuery) -> Result<Page<TagRecord>> {
         self.list("list tags", "tags", TAG_COLUMNS, q, tag_from_row).await
+    }
+
+    async fn tag_history(
+        &self,
+        tag_uid: &Uidp,
+        start_ms: i64,
+        end_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<TagHistoryRecord>> {
+        let (u, limit) = (tag_uid.as_str().to_owned(), limit.min(MAX_TAG_HISTORY));
+        self.read("tag history", move |c| {
+            c.prepare_cached(
+                "SELECT update_time, digest FROM tag_history \
+                 WHERE tag_uid = ?1 AND update_time >= ?2 AND update_time <= ?3 ORDER BY update_time LIMIT ?4",
+            )?
+            .query_map(params![u, start_ms, end_ms, limit], |r| {
+                Ok(TagHistoryRecord {
+                    update_time: r.get(0)?,
+                    digest: r.get(1)?,
+                })
+            })?
+            .collect()
+        })
+        .await
     }
 
     async fn tag_names(&self, repo_uid: &str, last: Option<&str>, limit: u32) -> Result<Vec<String>> {

@@ -232,10 +232,13 @@ fn person_name(email: &str, name: &str) -> String {
     let mut out: String = source
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        // Names are lowercase (the name rule every other identity follows).
+        .map(|c| c.to_ascii_lowercase())
         .take(63)
         .collect();
-    if out.len() < 3 {
+    if out.len() < 3 || !out.bytes().any(|b| b.is_ascii_alphanumeric()) {
         out = format!("person-{out}");
+        out.truncate(63);
     }
     out
 }
@@ -822,10 +825,16 @@ mod tests {
     #[test]
     fn person_names_follow_the_name_rules() {
         assert_eq!(person_name("alice@example.com", ""), "alice");
-        assert_eq!(person_name("", "Bo"), "person-Bo");
+        assert_eq!(person_name("", "Bo"), "person-bo");
+        assert_eq!(person_name("Alice.Smith@example.com", ""), "alice.smith");
         assert_eq!(person_name("a<b>\"c@x", ""), "abc");
         assert_eq!(person_name("a!@x", ""), "person-a");
         assert_eq!(person_name(&"x".repeat(100), "").len(), 63);
+        for (email, name) in [("...@x", ""), ("", "Zoë Ünïcode"), ("A-B_C.D@x", ""), ("", "")] {
+            let mut bad = Vec::new();
+            ward_core::names::check_name("name", &person_name(email, name), &mut bad);
+            assert!(bad.is_empty(), "{email:?} {name:?} → {:?}", person_name(email, name));
+        }
     }
 
     #[test]

@@ -1,22 +1,33 @@
 //! Tags: a name in a repo pointing at one manifest the repo holds.
 
+use ward_core::capability::Capability;
 use ward_core::error::FieldViolation;
 use ward_core::listing::FilterValue;
 use ward_core::registry::{Digest, is_tag};
-use ward_core::rpc;
+use ward_core::rpc::{self, Kind, Rule, Scope};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 use ward_proto::Timestamp;
 use ward_proto::registry::v2::{
     CreateTagRequest, DeleteTagRequest, GetTagRequest, ListTagsRequest, ListTagsResponse, Tag,
 };
-use ward_store::registry::{MANIFEST_TYPE, REPO_TYPE, TAG_TYPE, TagRecord};
+use ward_store::registry::{MANIFEST_TYPE, MAX_TAG_HISTORY, REPO_TYPE, TAG_TYPE, TagHistoryRecord, TagRecord};
 
 use crate::authz::Caller;
 use crate::services::list::ListParams;
 use crate::ward::Ward;
 
 const COLLECTION: &str = "tags";
+
+/// Re-pointing a tag (v1 `Registry.UpdateTag`; v2 has no tag update):
+/// `tag.update` on the tag itself. It lives here rather than in
+/// `ward_core::rpc::REGISTRY_RULES`, which lists the v2 registry RPCs.
+pub const UPDATE_TAG: Rule = Rule {
+    rpc: "Registry.UpdateTag",
+    kind: Kind::Tag,
+    capability: Capability::TagUpdate,
+    scope: Scope::Resource,
+};
 
 pub(crate) fn to_proto(t: TagRecord) -> Tag {
     Tag {
@@ -39,6 +50,15 @@ pub(crate) fn check_tag(field: &str, name: &str, bad: &mut Vec<FieldViolation>) 
     }
 }
 
+fn check_digest(digest: &str, bad: &mut Vec<FieldViolation>) {
+    if Digest::parse(digest).is_none() {
+        bad.push(FieldViolation {
+            field: "digest".into(),
+            description: "digest must be sha256:<64 hex> or sha512:<128 hex>".into(),
+        });
+    }
+}
+
 impl Ward {
     pub async fn create_tag(&self, caller: &Caller, req: CreateTagRequest) -> Result<Tag> {
         let repo = Uidp::parse("parent", &req.parent)?;
@@ -46,13 +66,7 @@ impl Ward {
         let tag = req.tag.unwrap_or_default();
         let mut bad = Vec::new();
         check_tag("name", &tag.name, &mut bad);
-        let digest = Digest::parse(&tag.digest);
-        if digest.is_none() {
-            bad.push(FieldViolation {
-                field: "digest".into(),
-                description: "digest must be sha256:<64 hex> or sha512:<128 hex>".into(),
-            });
-        }
+        check_digest(&tag.digest, &mut bad);
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));
         }
@@ -61,9 +75,7 @@ impl Ward {
         }
         // Re-pointing an existing tag is an update.
         if self.store.find_tag(repo.as_str(), &tag.name).await?.is_some()
-            && !self
-                .caps_at(caller, &repo)
-                .contains(ward_core::capability::Capability::TagUpdate)
+            && !self.caps_at(caller, &repo).contains(Capability::TagUpdate)
         {
             return Err(Error::PermissionDenied(format!("tag.update is required on {repo}")));
         }
@@ -76,7 +88,13 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        match self.store.put_tag(&record).await {
+        self.put_tag(&record).await
+    }
+
+    /// Writes a tag through the store's one tag write (the one an OCI push
+    /// uses), which also records a move in the tag's history.
+    async fn put_tag(&self, record: &TagRecord) -> Result<Tag> {
+        match self.store.put_tag(record).await {
             Ok(t) => Ok(to_proto(t)),
             Err(Error::NotFound { resource_type, .. }) if resource_type == MANIFEST_TYPE => Err(Error::invalid(
                 "digest",
@@ -84,6 +102,74 @@ impl Ward {
             )),
             Err(e) => Err(e),
         }
+    }
+
+    /// Re-points a tag at another manifest of its repo (v1 `UpdateTag`),
+    /// exactly as `docker push` to the same tag would: only the digest
+    /// changes, and the move is recorded in the tag's history. Tags are not
+    /// renamed (create the new name and delete the old): a name other than
+    /// the tag's own is INVALID_ARGUMENT, an empty one means its own.
+    /// Needs `tag.update` on the tag; NOT_FOUND when the caller cannot see it.
+    pub async fn update_tag(&self, caller: &Caller, tag: Tag) -> Result<Tag> {
+        let uid = Uidp::parse("tag.uid", &tag.uid)?;
+        self.authorize(caller, &UPDATE_TAG, &uid)?;
+        let current = self
+            .store
+            .get_tag(&uid)
+            .await?
+            .ok_or_else(|| Error::not_found(TAG_TYPE, uid.as_str()))?;
+        let mut bad = Vec::new();
+        if !tag.name.is_empty() && tag.name != current.name {
+            bad.push(FieldViolation {
+                field: "name".into(),
+                description: format!(
+                    "tags cannot be renamed (this one is \"{}\"); create the new tag and delete this one",
+                    current.name
+                ),
+            });
+        }
+        check_digest(&tag.digest, &mut bad);
+        if !bad.is_empty() {
+            return Err(Error::InvalidArgument(bad));
+        }
+        let record = TagRecord {
+            digest: tag.digest,
+            update_time: self.clock.now_millis(),
+            ..current
+        };
+        self.put_tag(&record).await
+    }
+
+    /// The digests a tag has pointed at, oldest first, at most
+    /// [`MAX_TAG_HISTORY`]: the moves with `start <= time <= end` (an unset
+    /// bound is open). Needs `tag.list` on the tag, as reading it does.
+    pub async fn tag_history(
+        &self,
+        caller: &Caller,
+        uid: &str,
+        start: Option<Timestamp>,
+        end: Option<Timestamp>,
+    ) -> Result<Vec<TagHistoryRecord>> {
+        let mut bad = Vec::new();
+        for (field, t) in [("start", &start), ("end", &end)] {
+            if t.as_ref().is_some_and(|t| !t.is_valid()) {
+                bad.push(FieldViolation {
+                    field: field.into(),
+                    description: format!("{field} is not a valid timestamp"),
+                });
+            }
+        }
+        if !bad.is_empty() {
+            return Err(Error::InvalidArgument(bad));
+        }
+        let start = start.map_or(i64::MIN, |t| t.to_millis());
+        let end = end.map_or(i64::MAX, |t| t.to_millis());
+        if start > end {
+            return Err(Error::invalid("start", "start is after end"));
+        }
+        let tag = self.get_tag(caller, GetTagRequest { uid: uid.to_owned() }).await?;
+        let uid = Uidp::parse("uid", &tag.uid)?;
+        self.store.tag_history(&uid, start, end, MAX_TAG_HISTORY).await
     }
 
     pub async fn get_tag(&self, caller: &Caller, req: GetTagRequest) -> Result<Tag> {

@@ -1,0 +1,60 @@
+//! The v1 registry gRPC service (`chainguard.platform.registry.Registry`)
+//! and the public v1 advisory feed and ping, each method calling the same
+//! translation (`services::v1`) the REST bindings call.
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+use ward_proto::advisory as adv;
+use ward_proto::advisory::security_advisory_server::SecurityAdvisory;
+use ward_proto::ping;
+use ward_proto::registry::registry_server::Registry;
+use ward_proto::registry::*;
+
+use super::v1_iam::v1_service;
+use super::{caller, reply};
+use crate::services::v1::{feed, registry as v1};
+use crate::ward::Ward;
+
+#[derive(Clone)]
+pub struct V1Registry(pub Arc<Ward>);
+
+v1_service!(impl Registry for V1Registry by caller {
+    create_repo(CreateRepoRequest) -> Repo = v1::create_repo;
+    update_repo(Repo) -> Repo = v1::update_repo;
+    list_repos(RepoFilter) -> RepoList = v1::list_repos;
+    get_repo_count_by_source(GetRepoCountBySourceRequest) -> RepoCount = v1::get_repo_count_by_source;
+    delete_repo(DeleteRepoRequest) -> () = v1::delete_repo;
+    create_tag(CreateTagRequest) -> Tag = v1::create_tag;
+    update_tag(Tag) -> Tag = v1::update_tag;
+    delete_tag(DeleteTagRequest) -> () = v1::delete_tag;
+    list_tags(TagFilter) -> TagList = v1::list_tags;
+    get_repo_tags_summary(GetRepoTagsSummaryRequest) -> RepoTagsSummary = v1::get_repo_tags_summary;
+    list_eol_tags(EolTagFilter) -> EolTagList = v1::list_eol_tags;
+    list_tag_history(TagHistoryFilter) -> TagHistoryList = v1::list_tag_history;
+    get_archs(ArchRequest) -> Archs = v1::get_archs;
+    get_size(SizeRequest) -> Size = v1::get_size;
+});
+
+/// The public services: a token is optional, and used when given (the feed
+/// then includes what its `advisories.list` may read). A token that does not
+/// verify is refused, as over REST.
+async fn maybe_caller<T>(ward: &Ward, req: &Request<T>) -> Result<Option<crate::authz::Caller>, Status> {
+    if req.metadata().get("authorization").is_none() {
+        return Ok(None);
+    }
+    caller(ward, req).await.map(Some)
+}
+
+v1_service!(impl SecurityAdvisory for V1Registry by maybe_caller {
+    list_documents(adv::DocumentFilter) -> adv::DocumentList = feed::list_documents;
+    list_vulnerability_metadata(adv::VulnerabilityMetadataFilter) -> adv::VulnerabilityMetadataList =
+        feed::list_vulnerability_metadata;
+});
+
+#[tonic::async_trait]
+impl ping::ping_service_server::PingService for V1Registry {
+    async fn ping(&self, req: Request<ping::PingRequest>) -> Result<Response<ping::Response>, Status> {
+        reply(feed::ping(self.0.clone(), None, req.into_inner()).await)
+    }
+}

@@ -1,0 +1,181 @@
+//! v1 REST bindings of the IAM core services: groups, identities, roles, role
+//! bindings and terms (reference §4.2). Paths are the reference's templates
+//! verbatim; SCIM, `GroupInvites.CreateWithGroup` and the legacy
+//! `chainguard.platform.events` bindings are not served.
+
+use http::Method;
+
+use crate::rest::transcode::{Rpc, rpc};
+use crate::services::v1::iam as v1;
+
+pub fn rpcs() -> Vec<Rpc> {
+    vec![
+        // Groups. The custom-verb paths come before `{id=**}` templates of
+        // the same method, which they would otherwise also match.
+        rpc(
+            Method::GET,
+            "/iam/v1/groups:lookupGroup",
+            "",
+            "chainguard.platform.iam.Groups.LookupGroup",
+            v1::lookup_group,
+        ),
+        rpc(
+            Method::GET,
+            "/iam/v1/groups:checkEligibility",
+            "",
+            "chainguard.platform.iam.Groups.CheckEligibility",
+            v1::check_eligibility,
+        ),
+        rpc(
+            Method::POST,
+            "/iam/v1/groups/{group_id=**}:requestGroupAccess",
+            "*",
+            "chainguard.platform.iam.Groups.RequestGroupAccess",
+            v1::request_group_access,
+        ),
+        rpc(
+            Method::POST,
+            "/iam/v1/groups/{parent=**}",
+            "group",
+            "chainguard.platform.iam.Groups.Create",
+            v1::create_group,
+        ),
+        rpc(
+            Method::PUT,
+            "/iam/v1/groups/{id=**}",
+            "*",
+            "chainguard.platform.iam.Groups.Update",
+            v1::update_group,
+        ),
+        rpc(
+            Method::GET,
+            "/iam/v1/groups",
+            "",
+            "chainguard.platform.iam.Groups.List",
+            v1::list_groups,
+        ),
+        rpc(
+            Method::DELETE,
+            "/iam/v1/groups/{id=**}",
+            "",
+            "chainguard.platform.iam.Groups.Delete",
+            v1::delete_group,
+        ),
+        // Identities. `lookup` is a literal that must win over `{id=**}`.
+        rpc(
+            Method::GET,
+            "/iam/v1/identities/lookup",
+            "",
+            "chainguard.platform.iam.Identities.Lookup",
+            v1::lookup_identity,
+        ),
+        rpc(
+            Method::POST,
+            "/iam/v1/identities/{parent_id=**}",
+            "identity",
+            "chainguard.platform.iam.Identities.Create",
+            v1::create_identity,
+        ),
+        rpc(
+            Method::PUT,
+            "/iam/v1/identities/{id=**}",
+            "*",
+            "chainguard.platform.iam.Identities.Update",
+            v1::update_identity,
+        ),
+        rpc(
+            Method::GET,
+            "/iam/v1/identities",
+            "",
+            "chainguard.platform.iam.Identities.List",
+            v1::list_identities,
+        ),
+        rpc(
+            Method::DELETE,
+            "/iam/v1/identities/{id=**}",
+            "",
+            "chainguard.platform.iam.Identities.Delete",
+            v1::delete_identity,
+        ),
+        // Roles
+        rpc(
+            Method::POST,
+            "/iam/v1/roles/{parent_id=**}",
+            "role",
+            "chainguard.platform.iam.Roles.Create",
+            v1::create_role,
+        ),
+        rpc(
+            Method::PUT,
+            "/iam/v1/roles/{id=**}",
+            "*",
+            "chainguard.platform.iam.Roles.Update",
+            v1::update_role,
+        ),
+        rpc(
+            Method::GET,
+            "/iam/v1/roles",
+            "",
+            "chainguard.platform.iam.Roles.List",
+            v1::list_roles,
+        ),
+        rpc(
+            Method::DELETE,
+            "/iam/v1/roles/{id=**}",
+            "",
+            "chainguard.platform.iam.Roles.Delete",
+            v1::delete_role,
+        ),
+        // RoleBindings. The `batch/` literal must win over `{parent=**}`.
+        rpc(
+            Method::POST,
+            "/iam/v1/rolebindings/batch/{parent=**}",
+            "role_bindings",
+            "chainguard.platform.iam.RoleBindings.CreateBatch",
+            v1::create_role_binding_batch,
+        ),
+        rpc(
+            Method::POST,
+            "/iam/v1/rolebindings/{parent=**}",
+            "role_binding",
+            "chainguard.platform.iam.RoleBindings.Create",
+            v1::create_role_binding,
+        ),
+        rpc(
+            Method::PUT,
+            "/iam/v1/rolebindings/{id=**}",
+            "*",
+            "chainguard.platform.iam.RoleBindings.Update",
+            v1::update_role_binding,
+        ),
+        rpc(
+            Method::GET,
+            "/iam/v1/rolebindings",
+            "",
+            "chainguard.platform.iam.RoleBindings.List",
+            v1::list_role_bindings,
+        ),
+        rpc(
+            Method::DELETE,
+            "/iam/v1/rolebindings/{id=**}",
+            "",
+            "chainguard.platform.iam.RoleBindings.Delete",
+            v1::delete_role_binding,
+        ),
+        // Terms
+        rpc(
+            Method::POST,
+            "/iam/v1/terms/{group=**}",
+            "*",
+            "chainguard.platform.iam.Terms.AcceptTerms",
+            v1::accept_terms,
+        ),
+        rpc(
+            Method::GET,
+            "/iam/v1/terms/{group=**}",
+            "",
+            "chainguard.platform.iam.Terms.ListAccepted",
+            v1::list_accepted_terms,
+        ),
+    ]
+}

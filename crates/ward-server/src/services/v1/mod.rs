@@ -1,0 +1,146 @@
+//! The v1 API as a translation at the edge: v1 request messages in, v2
+//! service calls, v1 messages out. No rule lives here; every check is the
+//! v2 service layer's. Each function is called by both transports (the REST
+//! transcoder and the v1 gRPC services).
+
+use std::future::Future;
+
+use ward_core::{Error, Result};
+use ward_proto::common::UidpFilter;
+use ward_proto::iam::v2 as iam2;
+use ward_proto::registry::v2 as registry2;
+
+pub mod feed;
+pub mod iam;
+pub mod people;
+pub mod registry;
+
+/// Most items one v1 List returns. v1 has no pagination, so a List gathers
+/// every page of the v2 listing; past this many the request is refused
+/// (FAILED_PRECONDITION) instead of truncated, pointing at the paginated v2
+/// endpoint.
+pub const MAX_V1_ITEMS: usize = 10_000;
+
+/// Page size used while gathering a v1 List.
+pub const V1_PAGE: i32 = 200;
+
+/// `uidp` narrowed to the one resource the v1 `id` filter names (unchanged
+/// when `id` is empty). The filter is checked first, as v2 would: a bad
+/// UIDP anywhere is INVALID_ARGUMENT. `None` when the filter already names
+/// other ids, so nothing can match and the v1 List is empty.
+pub fn narrow_to_id(uidp: Option<UidpFilter>, id: &str) -> Result<Option<Option<UidpFilter>>> {
+    let mut bad = Vec::new();
+    if let Some(f) = &uidp {
+        crate::services::list::parse_filter(f, &mut bad);
+    }
+    if !id.is_empty() {
+        crate::services::parse_uidp("id", id, &mut bad);
+    }
+    if !bad.is_empty() {
+        return Err(Error::InvalidArgument(bad));
+    }
+    if id.is_empty() {
+        return Ok(Some(uidp));
+    }
+    let mut f = uidp.unwrap_or_default();
+    if !f.ids.is_empty() && !f.ids.iter().any(|i| i == id) {
+        return Ok(None);
+    }
+    f.ids = vec![id.to_owned()];
+    Ok(Some(Some(f)))
+}
+
+/// A v2 List reply as one page of a listing: its items and the next page
+/// token ("" at the end). Lets [`collect_all`] take the v2 call itself, so
+/// each v1 List only says which v2 request it makes.
+pub trait V2Page {
+    type Item;
+    fn into_page(self) -> (Vec<Self::Item>, String);
+}
+
+/// [`V2Page`] for v2 List replies, each by the field holding its items.
+macro_rules! v2_pages {
+    ($($reply:ty => $items:ident: $item:ty;)*) => {$(
+        impl V2Page for $reply {
+            type Item = $item;
+            fn into_page(self) -> (Vec<$item>, String) {
+                (self.$items, self.next_page_token)
+            }
+        }
+    )*};
+}
+
+v2_pages! {
+    iam2::ListGroupsResponse => groups: iam2::Group;
+    iam2::ListIdentitiesResponse => identities: iam2::Identity;
+    iam2::ListRolesResponse => roles: iam2::Role;
+    iam2::ListRoleBindingsResponse => role_bindings: iam2::RoleBinding;
+    iam2::ListTermsAcceptancesResponse => terms_acceptances: iam2::TermsAcceptance;
+    iam2::ListIdentityProvidersResponse => identity_providers: iam2::IdentityProvider;
+    iam2::ListAccountAssociationsResponse => account_associations: iam2::AccountAssociation;
+    iam2::ListGroupInvitesResponse => group_invites: iam2::GroupInvite;
+    iam2::ListExternalGroupRoleMappingsResponse => external_group_role_mappings: iam2::ExternalGroupRoleMapping;
+    registry2::ListReposResponse => repos: registry2::Repo;
+    registry2::ListTagsResponse => tags: registry2::Tag;
+}
+
+/// Gathers every page of a v2 listing. `page(token)` is the v2 List call
+/// for one page.
+pub async fn collect_all<R, F, Fut>(v2_path: &str, mut page: F) -> Result<Vec<R::Item>>
+where
+    R: V2Page,
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<R>>,
+{
+    let mut items = Vec::new();
+    let mut token = String::new();
+    loop {
+        let (batch, next) = page(token).await?.into_page();
+        items.extend(batch);
+        if items.len() > MAX_V1_ITEMS {
+            return Err(Error::precondition(
+                "V1_LIST_TOO_LARGE",
+                v2_path,
+                format!("more than {MAX_V1_ITEMS} items match; narrow the filter or use the paginated {v2_path}"),
+            ));
+        }
+        if next.is_empty() {
+            return Ok(items);
+        }
+        token = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_filter_narrows_empties_or_refuses() {
+        let a = format!("{:040x}", 1);
+        let b = format!("{:040x}", 2);
+        assert_eq!(narrow_to_id(None, "").unwrap(), Some(None));
+        assert_eq!(narrow_to_id(None, &a).unwrap().flatten().unwrap().ids, vec![a.clone()]);
+        let within = UidpFilter {
+            ids: vec![a.clone(), b.clone()],
+            ..Default::default()
+        };
+        assert_eq!(
+            narrow_to_id(Some(within), &b).unwrap().flatten().unwrap().ids,
+            vec![b.clone()]
+        );
+        let only_a = UidpFilter {
+            ids: vec![a.clone()],
+            ..Default::default()
+        };
+        assert_eq!(narrow_to_id(Some(only_a), &b).unwrap(), None);
+        assert!(narrow_to_id(None, "not-a-uidp").is_err());
+        // Nothing can match, but a bad filter is still refused, as v2 would.
+        let bad = UidpFilter {
+            ids: vec![a],
+            children_of: "²".into(),
+            ..Default::default()
+        };
+        assert!(narrow_to_id(Some(bad), &b).is_err());
+    }
+}

@@ -1,0 +1,14 @@
+-- Ward schema v8 (PostgreSQL): the digests each tag has pointed at (v1's
+-- ListTagHistory). A row is written in the transaction that writes the tag,
+-- when the tag is created or moved to another digest; a tag's update_time
+-- grows with every move, so it keys the rows. The rows go with the tag.
+-- Tags that exist already start from their current digest.
+
+CREATE TABLE tag_history (
+    tag_uid     TEXT COLLATE "C" NOT NULL REFERENCES tags (uid) ON DELETE CASCADE,
+    update_time BIGINT NOT NULL,
+    digest      TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (tag_uid, update_time)
+);
+
+INSERT INTO tag_history (tag_uid, update_time, digest) SELECT uid, update_time, digest FROM tags;
