@@ -371,9 +371,8 @@ impl Params {
         self.0.remove(key).and_then(|mut v| v.pop()).unwrap_or_default()
     }
 
-    /// Every value of `key`; comma-separated values are split as well. A
-    /// key given with only empty values (`scopes=,,`) is an error: read as
-    /// "no values", it would silently widen a filter or a token.
+    /// Every value of `key`; comma-separated values are split as well. An
+    /// empty value (`scopes=,,`, `ids=a&ids=`) is an error.
     pub fn list(&mut self, key: &str) -> Result<Vec<String>> {
         let Some(raw) = self.0.remove(key) else {
             return Ok(Vec::new());
@@ -382,11 +381,12 @@ impl Params {
             .iter()
             .flat_map(|v| v.split(','))
             .map(str::trim)
-            .filter(|s| !s.is_empty())
             .map(str::to_owned)
             .collect();
-        if values.is_empty() {
-            return Err(Error::invalid(key, format!("{key} was given without a value")));
+        // An empty value is refused, alone or beside others: read as "no
+        // value" it would silently widen a filter or a token.
+        if values.iter().any(String::is_empty) {
+            return Err(Error::invalid(key, format!("{key} was given an empty value")));
         }
         Ok(values)
     }

@@ -416,15 +416,15 @@ fn request_json(
                 (kind, None) => {
                     if field.repeated {
                         let values = repeated.entry(key.clone()).or_default();
-                        for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                        for item in v.split(',').map(str::trim) {
+                            // An empty value (`ids=`) would silently widen the filter.
+                            if item.is_empty() {
+                                return Err(ward_core::Error::invalid(
+                                    key.clone(),
+                                    format!("{key} was given an empty value"),
+                                ));
+                            }
                             values.push(query_value(&key, kind, item)?);
-                        }
-                        // `ids=` alone would silently widen the filter.
-                        if values.is_empty() {
-                            return Err(ward_core::Error::invalid(
-                                key.clone(),
-                                format!("{key} was given without a value"),
-                            ));
                         }
                     } else {
                         set_path(&mut obj, &key, query_value(&key, kind, &v)?)?;
