@@ -29,8 +29,11 @@ const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
 const OCI_LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
 const GIB: u64 = 1 << 30;
-/// The server's resident memory must stay below this while 1 GiB streams.
-const RSS_LIMIT_KB: u64 = 102_400;
+/// How much the server's resident memory may grow over its idle size while
+/// 1 GiB streams through it: streaming holds a few buffers, never the blob.
+/// (Growth, not an absolute size: an idle debug build's RSS moves with the
+/// size of the binary.)
+const RSS_GROWTH_LIMIT_KB: u64 = 65_536;
 
 /// Where a scenario keeps its data: a data directory, and for PostgreSQL a
 /// database. Dropped after the server.
@@ -655,10 +658,10 @@ async fn one_gib_blob_streams_with_bounded_memory() {
     let max_kb = rss.finish();
     println!(
         "1 GiB blob: server RSS idle {idle_kb} kB, max {upload_max_kb} kB during upload, {max_kb} kB overall \
-         (limit {RSS_LIMIT_KB} kB); upload {upload_secs:.1} s, download {download_secs:.1} s"
+         (growth limit {RSS_GROWTH_LIMIT_KB} kB); upload {upload_secs:.1} s, download {download_secs:.1} s"
     );
     assert!(
-        max_kb < RSS_LIMIT_KB,
-        "server RSS reached {max_kb} kB (limit {RSS_LIMIT_KB} kB) streaming a 1 GiB blob"
+        max_kb.saturating_sub(idle_kb) < RSS_GROWTH_LIMIT_KB,
+        "server RSS grew from {idle_kb} kB to {max_kb} kB (limit: {RSS_GROWTH_LIMIT_KB} kB more) streaming a 1 GiB blob"
     );
 }
