@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Ward load benchmark: GET a group by uid and list 50 with totalCount on a seeded
 # tree of 10,001 groups, against nginx serving a static JSON response on loopback
-# as the machine's ceiling. Prints requests/s and p50/p99 latency.
+# as the machine's ceiling, and durable creates (16 connections). Prints
+# requests/s and p50/p99 latency.
 #
 #   bench/run.sh                 # SQLite (default)
 #   WARD_DATABASE=postgres://postgres@127.0.0.1:5432/wardbench bench/run.sh   # PostgreSQL (an empty scratch database)
 #
 # Needs wrk and nginx (installed from Debian's packages if missing) and python3.
+# Prints a table, then (the last line of stdout) a JSON summary. Instructions
+# per request, which do not move with the machine's load: bench/callgrind.sh.
 # Environment: DURATION (default 10s), CONNECTIONS (default 32), THREADS (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,10 +75,18 @@ NGINX
 nginx -c "$work/nginx.conf"
 for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$NGINX_PORT/" >/dev/null && break; sleep 0.1; done
 
-# wrk → "rps p50 p99" (latencies in ms).
+# Creates: POST a group (the same small body) under one team.
+cat >"$work/create.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"name":"bench-create"}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+
+# wrk → "rps p50 p99" (latencies in ms). run URL [connections] [wrk args…]
 run() {
-  local out
-  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -H "Authorization: Bearer $token" "$1")
+  local out url=$1 conns=${2:-$CONNECTIONS}
+  shift; shift || true
+  out=$(wrk -t"$THREADS" -c"$conns" -d"$DURATION" --latency -H "Authorization: Bearer $token" "$@" "$url")
   echo "$out" >>"$work/wrk.log"
   echo "$out" | python3 -c '
 import re, sys
@@ -94,6 +105,7 @@ read -r n_rps n_p50 n_p99 n_err < <(run "http://127.0.0.1:$NGINX_PORT/")
 read -r g_rps g_p50 g_p99 g_err < <(run "$api/iam/v2/groups/$leaf")
 read -r l_rps l_p50 l_p99 l_err < <(run "$api/iam/v2/groups?uidp.descendants_of=$org&page_size=50")
 read -r c_rps c_p50 c_p99 c_err < <(run "$api/iam/v2/groups?uidp.descendants_of=$child&page_size=50&order_by=name")
+read -r w_rps w_p50 w_p99 w_err < <(run "$api/iam/v2/groups/$child" 16 -s "$work/create.lua")
 
 backend=${WARD_DATABASE:+postgres}
 printf '\nWard benchmark (%s; wrk -t%s -c%s -d%s; %s cores)\n' "${backend:-sqlite}" "$THREADS" "$CONNECTIONS" "$DURATION" "$(nproc)"
@@ -103,4 +115,18 @@ printf '%-52s %10s %9s %9s %7s\n' 'nginx static JSON (ceiling)' "$n_rps" "$n_p50
 printf '%-52s %10s %9s %9s %7s\n' 'GET /iam/v2/groups/{uid}' "$g_rps" "$g_p50" "$g_p99" "$g_err"
 printf '%-52s %10s %9s %9s %7s\n' 'list 50, descendants_of org (10,001 match)' "$l_rps" "$l_p50" "$l_p99" "$l_err"
 printf '%-52s %10s %9s %9s %7s\n' 'list 50 by name, descendants_of team (100 match)' "$c_rps" "$c_p50" "$c_p99" "$c_err"
-python3 -c "print(f'\nGET / nginx = {$g_rps/$n_rps:.2f} (target >= 0.30); list of 50 = {$l_rps:.0f} req/s (target >= 3000)')"
+printf '%-52s %10s %9s %9s %7s\n' 'create a group (16 connections, durable)' "$w_rps" "$w_p50" "$w_p99" "$w_err"
+python3 -c "print(f'\nGET / nginx = {$g_rps/$n_rps:.2f} (target >= 0.45); creates = {$w_rps:.0f}/s (target >= 3000)')" >&2
+# The machine-readable summary: the last line of stdout.
+python3 -c '
+import json, sys
+a = sys.argv[1:]
+names = ["nginx", "get_by_uid", "list_50_total_count", "list_50_by_name", "create"]
+out = {"backend": a[0], "seed_creates_per_s": float(a[1]), "scenarios": {}}
+for i, n in enumerate(names):
+    rps, p50, p99, err = a[2 + 4 * i: 6 + 4 * i]
+    out["scenarios"][n] = {"rps": float(rps), "p50_ms": float(p50), "p99_ms": float(p99), "non_2xx": int(err)}
+out["get_over_nginx"] = round(float(a[6]) / float(a[2]), 3)
+print(json.dumps(out))' "${backend:-sqlite}" "$seed_rate" \
+  "$n_rps" "$n_p50" "$n_p99" "$n_err" "$g_rps" "$g_p50" "$g_p99" "$g_err" \
+  "$l_rps" "$l_p50" "$l_p99" "$l_err" "$c_rps" "$c_p50" "$c_p99" "$c_err" "$w_rps" "$w_p50" "$w_p99" "$w_err"

@@ -63,7 +63,15 @@ pub struct Ward {
     /// whether session tokens' identities exist (`identity:<uid>`), for at
     /// most `authz::GRANTS_TTL`.
     pub(crate) session_role_caps: moka::sync::Cache<String, Option<String>>,
+    /// When this server last wrote each identity's `lastSeenTime` (its
+    /// clock's milliseconds): an exchange writes it at most once a
+    /// [`LAST_SEEN_EVERY_MS`] per identity, not once per token.
+    pub(crate) last_seen_written: moka::sync::Cache<String, i64>,
 }
+
+/// How stale an identity's `lastSeenTime` may be: the exchange path writes
+/// it at most this often per identity (per server).
+pub const LAST_SEEN_EVERY_MS: i64 = 60_000;
 
 /// Default for [`Ward::osv_ecosystem`].
 pub const DEFAULT_OSV_ECOSYSTEM: &str = "Chainguard";
@@ -157,6 +165,10 @@ impl Ward {
             session_role_caps: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(crate::authz::GRANTS_TTL)
+                .build(),
+            last_seen_written: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(std::time::Duration::from_millis(LAST_SEEN_EVERY_MS as u64))
                 .build(),
         })
     }

@@ -5,8 +5,9 @@
 //! and a single connection turns contention into queueing instead of BUSY
 //! errors) and a pool of readers that read concurrently with it.
 //!
-//! Queries run through rusqlite. Writes (which wait for fsync) run on blocking
-//! threads. Reads run inline on the calling thread, each on a read connection of
+//! Queries run through rusqlite. Writes (which wait for fsync) run on the
+//! writer's own thread, which commits the writes queued meanwhile together
+//! (group commit, [`writer`]). Reads run inline on the calling thread, each on a read connection of
 //! its own. They are bounded (point lookups, pages of at most 201 rows, counts
 //! that are cached), and SQLite answers them from its page cache in
 //! microseconds, while a thread hand-off costs tens of microseconds, and
@@ -22,7 +23,6 @@ use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_sqlite::{Config, Hook, HookError, Pool, Runtime};
 use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params, params_from_iter};
 use ward_core::listing::{ListQuery, Page};
@@ -42,6 +42,7 @@ mod account_associations;
 mod advisories;
 mod people;
 mod registry;
+mod writer;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0001_init.sql"),
@@ -73,10 +74,10 @@ fn count_key(sql: &str, binds: &[sql::Bind]) -> [u8; 32] {
 }
 
 pub struct SqliteStore {
-    writer: Pool,
+    writer: writer::Writer,
     readers: Arc<Readers>,
-    /// Bumped after every write; cached counts from an older generation are stale.
-    generation: AtomicU64,
+    /// Bumped after every commit; cached counts from an older generation are stale.
+    generation: Arc<AtomicU64>,
     /// Counts by the SHA-256 of their query and binds: a fixed 32-byte key
     /// however long the filter, so [`COUNT_CACHE_ENTRIES`] bounds the memory.
     counts: moka::sync::Cache<[u8; 32], (u64, i64)>,
@@ -84,24 +85,6 @@ pub struct SqliteStore {
 
 fn err(context: &str, e: impl std::fmt::Display) -> Error {
     Error::internal(format_args!("{context}: {e}"))
-}
-
-fn pool(path: &Path, size: usize) -> Result<Pool> {
-    Config::new(path)
-        .builder(Runtime::Tokio1)
-        .map_err(|e| err("sqlite pool", e))?
-        .max_size(size)
-        .wait_timeout(Some(Duration::from_secs(30)))
-        .post_create(Hook::async_fn(|conn, _| {
-            Box::pin(async move {
-                conn.interact(|c| c.execute_batch(PRAGMAS))
-                    .await
-                    .map_err(|e| HookError::message(e.to_string()))?
-                    .map_err(HookError::Backend)
-            })
-        }))
-        .build()
-        .map_err(|e| err("sqlite pool", e))
 }
 
 fn group_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GroupRecord> {
@@ -314,26 +297,29 @@ impl SqliteStore {
             std::fs::create_dir_all(dir).map_err(|e| err(&format!("create {}", dir.display()), e))?;
         }
         create_private(path).map_err(|e| err(&format!("create {}", path.display()), e))?;
-        let writer = pool(path, 1)?;
         // Creates the file (and the WAL) before the read-only connections open it.
-        run(&writer, "migrate", migrate).await?;
+        let mut conn = Connection::open(path).map_err(|e| err("open sqlite", e))?;
+        conn.execute_batch(PRAGMAS).map_err(|e| err("open sqlite", e))?;
+        migrate(&mut conn).map_err(|e| err("migrate", e))?;
+        let generation = Arc::new(AtomicU64::new(0));
+        let writer = writer::Writer::start(conn, generation.clone()).map_err(|e| err("start the sqlite writer", e))?;
         Ok(Self {
             writer,
             readers: Arc::new(Readers::open(path)?),
-            generation: AtomicU64::new(0),
+            generation,
             counts: moka::sync::Cache::new(COUNT_CACHE_ENTRIES),
         })
     }
 
-    /// Runs `f` on the writer connection, then invalidates cached counts.
+    /// Runs `f` on the writer connection in the next group commit (inside a
+    /// transaction: `f` opens savepoints, never `BEGIN`), answering once it is
+    /// durable; the commit invalidates cached counts.
     async fn write<T: Send + 'static>(
         &self,
         context: &'static str,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T> {
-        let r = run(&self.writer, context, f).await;
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        r
+        self.writer.write(context, f).await
     }
 
     /// Deletes the row `uid` of `table`; NOT_FOUND (as `kind`) if absent.
@@ -431,21 +417,6 @@ impl SqliteStore {
         };
         r.map_err(|e| err(context, e))
     }
-}
-
-async fn run<T: Send + 'static>(
-    pool: &Pool,
-    context: &'static str,
-    f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
-) -> Result<T> {
-    let conn = pool.get().await.map_err(|e| match e {
-        deadpool_sqlite::PoolError::Timeout(_) => Error::Unavailable("the database is busy; retry".into()),
-        e => err(context, e),
-    })?;
-    conn.interact(f)
-        .await
-        .map_err(|e| err(context, e))?
-        .map_err(|e| err(context, e))
 }
 
 #[async_trait]
@@ -555,7 +526,7 @@ impl Store for SqliteStore {
     async fn create_group(&self, g: &GroupRecord, owner: Option<&RoleBindingRecord>) -> Result<()> {
         let (g, owner) = (g.clone(), owner.cloned());
         self.write("create group", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if let Some(parent) = &g.parent_uid
                 && !exists(&tx, "groups", parent)?
             {
@@ -607,7 +578,7 @@ impl Store for SqliteStore {
     async fn delete_group(&self, uid: &Uidp) -> Result<()> {
         let u = uid.clone();
         self.write("delete group", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "groups", u.as_str())? {
                 return Ok(Err(Error::not_found(GROUP_TYPE, u.as_str())));
             }
@@ -647,7 +618,7 @@ impl Store for SqliteStore {
     async fn create_identity(&self, i: &IdentityRecord) -> Result<()> {
         let i = i.clone();
         self.write("create identity", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if let Some(parent) = &i.parent_uid
                 && !exists(&tx, "groups", parent)?
             {
@@ -694,7 +665,7 @@ impl Store for SqliteStore {
     async fn delete_identity(&self, uid: &Uidp) -> Result<()> {
         let u = uid.clone();
         self.write("delete identity", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "identities", u.as_str())? {
                 return Ok(Err(Error::not_found(IDENTITY_TYPE, u.as_str())));
             }
@@ -717,7 +688,7 @@ impl Store for SqliteStore {
     async fn upsert_builtin_roles(&self, roles: &[RoleRecord]) -> Result<()> {
         let roles = roles.to_vec();
         self.write("upsert built-in roles", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             for r in &roles {
                 tx.execute(
                     &format!(
@@ -737,7 +708,7 @@ impl Store for SqliteStore {
     async fn create_role(&self, r: &RoleRecord) -> Result<()> {
         let r = r.clone();
         self.write("create role", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if let Some(parent) = &r.parent_uid
                 && !exists(&tx, "groups", parent)?
             {
@@ -789,7 +760,7 @@ impl Store for SqliteStore {
     async fn delete_role(&self, uid: &Uidp) -> Result<()> {
         let u = uid.clone();
         self.write("delete role", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "roles", u.as_str())? {
                 return Ok(Err(Error::not_found(ROLE_TYPE, u.as_str())));
             }
@@ -811,7 +782,7 @@ impl Store for SqliteStore {
     async fn create_bindings(&self, bindings: &[RoleBindingRecord]) -> Result<()> {
         let bindings = bindings.to_vec();
         self.write("create role bindings", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             for b in &bindings {
                 for (table, kind, uid) in [
                     ("groups", GROUP_TYPE, &b.parent_uid),
@@ -844,7 +815,7 @@ impl Store for SqliteStore {
     async fn update_binding(&self, uid: &Uidp, role_uid: &str, now_ms: i64) -> Result<HydratedBinding> {
         let (u, role) = (uid.clone(), role_uid.to_owned());
         self.write("update role binding", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "roles", &role)? {
                 return Ok(Err(Error::not_found(ROLE_TYPE, role)));
             }

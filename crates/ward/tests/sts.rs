@@ -621,13 +621,14 @@ async fn exchange_end_to_end() {
         assert_eq!(r.status, StatusCode::OK, "[{b}] POST form: {}", r.body);
         let (_, claims) = jwt_parts(r.body["token"].as_str().unwrap());
         assert_eq!(claims["sub"], exact, "[{b}] the named identity: {claims}");
+        // Within a minute of the last write, an exchange leaves lastSeenTime be.
         let (_, seen) = s.get(&format!("{ID}/{exact}")).await;
-        assert!(
-            seen["lastSeenTime"].is_string() && seen["lastSeenTime"] != first_seen,
-            "[{b}] lastSeenTime moves: {first_seen} → {}",
-            seen["lastSeenTime"]
-        );
-        // POST with the parameters in the query works too.
+        assert_eq!(seen["lastSeenTime"], first_seen, "[{b}] written at most once a minute");
+        // POST with the parameters in the query works too; a minute on,
+        // lastSeenTime moves.
+        s.clock.advance_millis(ward_server::ward::LAST_SEEN_EVERY_MS);
+        let upstream = key.sign(&iss.claims(&s, SUB));
+        let auth = format!("Bearer {upstream}");
         let r = send(
             &s,
             Method::POST,
@@ -638,6 +639,12 @@ async fn exchange_end_to_end() {
         )
         .await;
         assert_eq!(r.status, StatusCode::OK, "[{b}] POST query: {}", r.body);
+        let (_, seen) = s.get(&format!("{ID}/{exact}")).await;
+        assert!(
+            seen["lastSeenTime"].is_string() && seen["lastSeenTime"] != first_seen,
+            "[{b}] lastSeenTime moves: {first_seen} → {}",
+            seen["lastSeenTime"]
+        );
 
         // The subject-pattern identity (named; patterns are never searched).
         let release = "repo:acme/app:ref:refs/heads/release";

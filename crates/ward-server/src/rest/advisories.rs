@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use axum::Json;
+use super::Json;
 use axum::extract::{FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};

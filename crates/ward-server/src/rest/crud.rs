@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::Json;
+use super::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;

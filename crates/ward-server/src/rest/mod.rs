@@ -563,4 +563,29 @@ pub fn update_mask(q: &mut Params, body: &JsonBody) -> crate::services::UpdateMa
 }
 
 /// A successful JSON response from a proto message.
-pub type Reply<T> = std::result::Result<axum::Json<T>, ApiError>;
+pub type Reply<T> = std::result::Result<Json<T>, ApiError>;
+
+/// A JSON response body, serialized into one contiguous buffer. axum's `Json`
+/// writes through `BytesMut`'s writer a few bytes at a time, which cost about
+/// a fifth of the CPU time of a 50-item list.
+pub struct Json<T>(pub T);
+
+/// Room reserved for a response body before serializing (most fit).
+const RESPONSE_CAPACITY: usize = 1024;
+
+impl<T: serde::Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        let mut buf = Vec::with_capacity(RESPONSE_CAPACITY);
+        match serde_json::to_writer(&mut buf, &self.0) {
+            Ok(()) => (
+                [(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                )],
+                buf,
+            )
+                .into_response(),
+            Err(e) => ApiError::from(Error::internal(format_args!("serialize the response: {e}"))).into_response(),
+        }
+    }
+}

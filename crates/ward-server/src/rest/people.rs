@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::Json;
+use super::Json;
 use axum::extract::State;
 use axum::routing::{get, post};
 use ward_core::{Error, Result};

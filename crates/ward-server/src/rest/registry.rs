@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::Json;
+use super::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};

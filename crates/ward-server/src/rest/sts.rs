@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use axum::Json;
+use super::Json;
 use axum::extract::{Request, State};
 use axum::http::HeaderMap;
 use axum::routing::get;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::Json;
+use super::Json;
 use axum::extract::State;
 use axum::routing::get;
 use serde_json::{Value, json};

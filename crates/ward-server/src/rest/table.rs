@@ -78,17 +78,16 @@ pub struct Raw {
 /// to `…/digests/{digest}/size` read as a create under a strange parent).
 /// The most specific templates matching the path decide, as in routing.
 pub struct Methods {
-    /// Templates by their first segment, and by their first two when both
-    /// are literal.
-    by_root: std::collections::HashMap<String, Vec<(super::transcode::Template, http::Method)>>,
+    /// Templates (with their weight) by their first segment, and by their
+    /// first two when both are literal.
+    by_root: std::collections::HashMap<String, Vec<(super::transcode::Template, usize, http::Method)>>,
 }
 
-fn first_segments(path: &str, n: usize) -> String {
-    path.trim_start_matches('/')
-        .splitn(n + 1, '/')
-        .take(n)
-        .collect::<Vec<_>>()
-        .join("/")
+/// The first `n` segments of `path` (after its leading slashes), as a slice of it.
+fn first_segments(path: &str, n: usize) -> &str {
+    let path = path.trim_start_matches('/');
+    let end = path.match_indices('/').nth(n - 1).map_or(path.len(), |(i, _)| i);
+    &path[..end]
 }
 
 impl Methods {
@@ -104,31 +103,34 @@ impl Methods {
                 let two: Vec<&str> = template.trim_start_matches('/').splitn(3, '/').take(2).collect();
                 two.len() == 2 && !two.iter().any(|s| s.contains('{'))
             };
-            let key = first_segments(&template, if literal2 { 2 } else { 1 });
-            by_root
-                .entry(key)
-                .or_default()
-                .push((super::transcode::Template::parse(&template), method));
+            let key = first_segments(&template, if literal2 { 2 } else { 1 }).to_owned();
+            let parsed = super::transcode::Template::parse(&template);
+            let weight = parsed.weight();
+            by_root.entry(key).or_default().push((parsed, weight, method));
         }
         Methods { by_root }
     }
 
     /// The methods allowed at `path` (HEAD wherever GET is), or `None` when
-    /// no documented template matches it.
+    /// no documented template matches it. Runs on every request: the path is
+    /// split once, and nothing else allocates unless a template matches.
     pub fn allowed(&self, path: &str) -> Option<Vec<http::Method>> {
+        let parts: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+        let utf8 = super::transcode::Template::utf8_parts(&parts);
         let mut best = 0;
         let mut methods: Vec<http::Method> = Vec::new();
-        for key in [first_segments(path, 2), first_segments(path, 1)] {
-            for (t, m) in self.by_root.get(&key).into_iter().flatten() {
-                if t.matches(path).is_none() {
+        let (two, one) = (first_segments(path, 2), first_segments(path, 1));
+        let keys = if two == one { &[one][..] } else { &[two, one][..] };
+        for key in keys {
+            for (t, w, m) in self.by_root.get(*key).into_iter().flatten() {
+                if *w < best || !t.fits(&parts, &utf8) {
                     continue;
                 }
-                let w = t.weight();
-                if w > best {
-                    best = w;
+                if *w > best {
+                    best = *w;
                     methods.clear();
                 }
-                if w == best && !methods.contains(m) {
+                if !methods.contains(m) {
                     methods.push(m.clone());
                 }
             }

@@ -273,6 +273,58 @@ impl Template {
         }
         Some(vars)
     }
+
+    /// Whether `parts` (a path split at `/` after its leading slash, a verb
+    /// still on the last part) is an instance of the template: what
+    /// [`Template::matches`] decides, without allocating, for the per-request
+    /// method check. `utf8[i]` says whether `parts[i]` percent-decodes to
+    /// UTF-8 (computed once per path: a verb is ASCII after a `:`, so it never
+    /// changes that).
+    pub fn fits(&self, parts: &[&str], utf8: &[bool]) -> bool {
+        let Some((&last, init)) = parts.split_last() else {
+            return false;
+        };
+        let last = match &self.verb {
+            Some(verb) => match last.strip_suffix(verb.as_str()).and_then(|l| l.strip_suffix(':')) {
+                Some(l) => l,
+                None => return false,
+            },
+            None => last,
+        };
+        let part = |i: usize| if i == init.len() { last } else { init[i] };
+        let n = self.segments.len();
+        let rest_at = self
+            .segments
+            .iter()
+            .position(|s| matches!(s, Segment::Var { rest: true, .. }));
+        let extra = match rest_at {
+            None if parts.len() != n => return false,
+            None => 0,
+            Some(_) if parts.len() < n => return false,
+            Some(_) => parts.len() - n,
+        };
+        let mut i = 0;
+        for (k, seg) in self.segments.iter().enumerate() {
+            let width = if Some(k) == rest_at { 1 + extra } else { 1 };
+            let ok = match seg {
+                Segment::Literal(l) => part(i) == l,
+                Segment::Var { .. } => utf8.get(i..i + width).is_some_and(|v| v.iter().all(|&u| u)),
+            };
+            if !ok {
+                return false;
+            }
+            i += width;
+        }
+        true
+    }
+
+    /// For [`Template::fits`]: whether each part percent-decodes to UTF-8.
+    pub fn utf8_parts(parts: &[&str]) -> Vec<bool> {
+        parts
+            .iter()
+            .map(|p| !p.contains('%') || percent_encoding::percent_decode_str(p).decode_utf8().is_ok())
+            .collect()
+    }
 }
 
 /// Sets `value` at a dotted field path, creating objects on the way.
@@ -566,6 +618,60 @@ mod tests {
 
     fn vars(t: &str, p: &str) -> Option<Vec<(String, String)>> {
         Template::parse(t).matches(p)
+    }
+
+    /// `fits` (the allocation-free check) decides exactly what `matches` does,
+    /// for every documented template against paths built from all of them.
+    #[test]
+    fn fits_agrees_with_matches() {
+        let templates: Vec<String> = crate::rest::endpoints("")
+            .iter()
+            .map(|e| match e {
+                crate::rest::table::Endpoint::Rpc(b) => b.path.to_owned(),
+                crate::rest::table::Endpoint::Raw(r) => r.path.replace('}', "=**}"),
+            })
+            .collect();
+        let fillers = ["x", "a/b", "%2F", "%FF", "", "caf%C3%A9", "a:b"];
+        let mut paths = vec!["/".to_owned(), "//".to_owned(), "/iam".to_owned(), "".to_owned()];
+        for t in &templates {
+            for f in fillers {
+                let mut p = String::new();
+                let mut in_var = false;
+                for c in t.chars() {
+                    match c {
+                        '{' => in_var = true,
+                        '}' => {
+                            in_var = false;
+                            p.push_str(f);
+                        }
+                        _ if in_var => {}
+                        c => p.push(c),
+                    }
+                }
+                paths.push(format!("{p}/extra"));
+                paths.push(p.trim_end_matches(|c: char| c != '/').to_owned());
+                paths.push(format!("{p}:verb"));
+                paths.push(p);
+            }
+        }
+        let mut checked = 0;
+        for t in &templates {
+            let parsed = Template::parse(t);
+            for p in &paths {
+                let parts: Vec<&str> = match p.strip_prefix('/') {
+                    Some(rest) => rest.split('/').collect(),
+                    None => continue,
+                };
+                let utf8 = Template::utf8_parts(&parts);
+                assert_eq!(
+                    parsed.fits(&parts, &utf8),
+                    parsed.matches(p).is_some(),
+                    "template {t}, path {p}"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 100_000, "{checked} pairs");
     }
 
     #[test]

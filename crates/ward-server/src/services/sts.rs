@@ -18,7 +18,7 @@ use ward_proto::iam::v2::{ClaimMatch, RelationshipType, StaticKeys, claim_match}
 use ward_store::IdentityRecord;
 
 use crate::authz::Grants;
-use crate::ward::Ward;
+use crate::ward::{LAST_SEEN_EVERY_MS, Ward};
 
 /// What the caller asks for.
 #[derive(Debug, Default)]
@@ -288,9 +288,26 @@ impl Ward {
                 ),
             ));
         }
-        self.store.touch_identity(&uid, now_ms).await?;
+        self.note_seen(&uid, now_ms).await?;
         tracing::info!(identity = %identity.uid, "token exchanged");
         Ok(Exchanged { token, expiry_secs })
+    }
+
+    /// Records that `uid` exchanged a token now, unless this server already
+    /// did within [`LAST_SEEN_EVERY_MS`]: `lastSeenTime` is a coarse signal
+    /// (an identity unused for weeks), and a durable write per exchange would
+    /// make the database's commit rate the exchange's ceiling.
+    async fn note_seen(&self, uid: &Uidp, now_ms: i64) -> Result<()> {
+        let recent = self
+            .last_seen_written
+            .get(uid.as_str())
+            .is_some_and(|at| (0..LAST_SEEN_EVERY_MS).contains(&(now_ms - at)));
+        if recent {
+            return Ok(());
+        }
+        self.store.touch_identity(uid, now_ms).await?;
+        self.last_seen_written.insert(uid.as_str().to_owned(), now_ms);
+        Ok(())
     }
 
     /// Audiences Ward serves: its API URL and its issuer URL.

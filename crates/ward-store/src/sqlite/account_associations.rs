@@ -1,7 +1,7 @@
 //! The account associations table on SQLite.
 
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, params};
 use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
@@ -30,7 +30,7 @@ impl AccountAssociationStore for SqliteStore {
     async fn create_account_association(&self, r: &AccountAssociationRecord) -> Result<()> {
         let r = r.clone();
         self.write("create account association", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "groups", &r.parent_uid)? {
                 return Ok(Err(Error::not_found(GROUP_TYPE, r.parent_uid.clone())));
             }

@@ -1,7 +1,7 @@
 //! The advisories tables on SQLite.
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
@@ -276,7 +276,7 @@ impl AdvisoryStore for SqliteStore {
     async fn create_advisory(&self, a: &AdvisoryRecord, events: &[EventRecord]) -> Result<()> {
         let (a, events) = (a.clone(), events.to_vec());
         self.write("create advisory", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "groups", &a.parent_uid)? {
                 return Ok(Err(Error::not_found(GROUP_TYPE, a.parent_uid.clone())));
             }
@@ -302,7 +302,7 @@ impl AdvisoryStore for SqliteStore {
     async fn update_advisory(&self, uid: &Uidp, f: &AdvisoryFields, now_ms: i64) -> Result<AdvisoryRecord> {
         let (key, f) = (uid.as_str().to_owned(), f.clone());
         self.write("update advisory", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if let Err(e) = live(&tx, &key)? {
                 return Ok(Err(e));
             }
@@ -357,7 +357,7 @@ impl AdvisoryStore for SqliteStore {
     async fn add_event(&self, e: &EventRecord) -> Result<()> {
         let e = e.clone();
         self.write("add event", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if let Err(err) = live(&tx, &e.advisory_uid)? {
                 return Ok(Err(err));
             }
@@ -381,7 +381,7 @@ impl AdvisoryStore for SqliteStore {
     async fn update_event(&self, e: &EventRecord, expected_state: i64) -> Result<EventRecord> {
         let e = e.clone();
         self.write("update event", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if let Err(err) = live(&tx, &e.advisory_uid)? {
                 return Ok(Err(err));
             }
@@ -435,7 +435,7 @@ impl AdvisoryStore for SqliteStore {
     ) -> Result<Vec<(ImportOutcome, String)>> {
         let (parent, items) = (parent_uid.to_owned(), items.to_vec());
         self.write("import advisories", move |c| {
-            let mut tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut tx = c.savepoint()?;
             if !exists(&tx, "groups", &parent)? {
                 return Ok(Err(Error::not_found(GROUP_TYPE, parent.clone())));
             }

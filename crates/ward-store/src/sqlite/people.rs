@@ -1,7 +1,7 @@
 //! The people tables on SQLite.
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
@@ -97,7 +97,7 @@ impl PeopleStore for SqliteStore {
     async fn create_identity_provider(&self, r: &IdentityProviderRecord) -> Result<()> {
         let r = r.clone();
         self.write("create identity provider", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "groups", &r.parent_uid)? {
                 return Ok(Err(Error::not_found(GROUP_TYPE, r.parent_uid.clone())));
             }
@@ -211,7 +211,7 @@ impl PeopleStore for SqliteStore {
     async fn create_group_mapping(&self, r: &GroupMappingRecord) -> Result<()> {
         let r = r.clone();
         self.write("create group mapping", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "identity_providers", &r.parent_uid)? {
                 return Ok(Err(Error::not_found(IDENTITY_PROVIDER_TYPE, r.parent_uid.clone())));
             }
@@ -263,7 +263,7 @@ impl PeopleStore for SqliteStore {
     async fn delete_group_mappings(&self, uids: &[String]) -> Result<Vec<String>> {
         let uids = uids.to_vec();
         self.write("delete group mappings", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             let mut deleted = Vec::new();
             for uid in uids {
                 if tx.execute("DELETE FROM external_group_role_mappings WHERE uid = ?1", [&uid])? > 0 {
@@ -303,7 +303,7 @@ impl PeopleStore for SqliteStore {
     async fn create_group_invite(&self, r: &GroupInviteRecord) -> Result<()> {
         let r = r.clone();
         self.write("create group invite", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "groups", &r.parent_uid)? {
                 return Ok(Err(Error::not_found(GROUP_TYPE, r.parent_uid.clone())));
             }
@@ -365,7 +365,7 @@ impl PeopleStore for SqliteStore {
     ) -> Result<(GroupInviteRecord, bool)> {
         let (invite, key_id, binding) = (invite.as_str().to_owned(), key_id.to_owned(), binding.clone());
         self.write("accept group invite", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             let found = tx
                 .prepare_cached(&format!(
                     "SELECT {GROUP_INVITE_COLUMNS} FROM group_invites WHERE uid = ?1"
@@ -427,7 +427,7 @@ impl PeopleStore for SqliteStore {
     ) -> Result<bool> {
         let (identity, person, binding) = (identity.clone(), person.clone(), first_binding.cloned());
         self.write("record login", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             let created = if exists(&tx, "identities", &identity.uid)? {
                 tx.execute(
                     "UPDATE identities SET last_seen_time = ?1 WHERE uid = ?2",
@@ -479,7 +479,7 @@ impl PeopleStore for SqliteStore {
     async fn verify_org(&self, group: &Uidp, domains: &[String]) -> Result<()> {
         let (group, domains) = (group.as_str().to_owned(), domains.to_vec());
         self.write("verify organization", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if tx.execute("UPDATE groups SET verified = 1 WHERE uid = ?1", [&group])? == 0 {
                 return Ok(Err(Error::not_found(GROUP_TYPE, group)));
             }
@@ -521,7 +521,7 @@ impl PeopleStore for SqliteStore {
     async fn accept_terms(&self, group: &Uidp, doc_ids: &[String], by: &str, now_ms: i64) -> Result<()> {
         let (group, doc_ids, by) = (group.as_str().to_owned(), doc_ids.to_vec(), by.to_owned());
         self.write("accept terms", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "groups", &group)? {
                 return Ok(Err(Error::not_found(GROUP_TYPE, group)));
             }
@@ -595,7 +595,7 @@ impl PeopleStore for SqliteStore {
     async fn create_device_login(&self, r: &DeviceLoginRecord, now_ms: i64) -> Result<()> {
         let r = r.clone();
         self.write("start headless login", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             tx.execute("DELETE FROM device_logins WHERE expire_time <= ?1", [now_ms])?;
             let n: i64 = tx.query_row(
                 "SELECT COUNT(*) FROM device_logins WHERE idp_uid = ?1",
@@ -652,7 +652,7 @@ impl PeopleStore for SqliteStore {
     async fn take_device_login(&self, id: &str, challenge: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>> {
         let (id, challenge) = (id.to_owned(), challenge.to_owned());
         self.write("take headless login", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             let found = tx
                 .prepare_cached(
                     "SELECT id, user_code, idp_uid, challenge, handoff, expire_time FROM device_logins WHERE id = ?1",
@@ -685,7 +685,7 @@ impl PeopleStore for SqliteStore {
     async fn set_identity_metadata(&self, identity_uid: &str, data: &str) -> Result<()> {
         let (key, data) = (identity_uid.to_owned(), data.to_owned());
         self.write("set identity metadata", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "identities", &key)? {
                 return Ok(Err(Error::not_found(IDENTITY_TYPE, key)));
             }
@@ -703,7 +703,7 @@ impl PeopleStore for SqliteStore {
     async fn use_once(&self, id: &str, expire_ms: i64, now_ms: i64) -> Result<bool> {
         let id = id.to_owned();
         self.write("use once", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             tx.execute("DELETE FROM used_once WHERE expire_time < ?1", [now_ms])?;
             let n = tx.execute(
                 "INSERT INTO used_once (id, expire_time) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",

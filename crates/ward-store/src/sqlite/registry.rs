@@ -1,7 +1,7 @@
 //! The registry tables on SQLite.
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
@@ -120,7 +120,7 @@ impl RegistryStore for SqliteStore {
     async fn create_repo(&self, r: &RepoRecord) -> Result<()> {
         let r = r.clone();
         self.write("create repo", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "groups", &r.parent_uid)? {
                 return Ok(Err(Error::not_found(GROUP_TYPE, r.parent_uid.clone())));
             }
@@ -162,7 +162,7 @@ impl RegistryStore for SqliteStore {
     async fn update_repo(&self, uid: &Uidp, p: &RepoPatch, now_ms: i64) -> Result<RepoRecord> {
         let (key, p) = (uid.as_str().to_owned(), p.clone());
         self.write("update repo", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             let Some(cur) = tx
                 .prepare_cached(&format!("SELECT {REPO_COLUMNS} FROM repos WHERE uid = ?1"))?
                 .query_row([&key], repo_from_row)
@@ -207,7 +207,7 @@ impl RegistryStore for SqliteStore {
         let u = uid.as_str().to_owned();
         let n = self
             .write("delete repo", move |c| {
-                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let tx = c.savepoint()?;
                 // Tags first: their foreign key names the manifests.
                 tx.execute("DELETE FROM tags WHERE parent_uid = ?1", [&u])?;
                 let n = tx.execute("DELETE FROM repos WHERE uid = ?1", [&u])?;
@@ -270,7 +270,7 @@ impl RegistryStore for SqliteStore {
     async fn link_blob(&self, repo_uid: &str, digest: &str, size: i64, now_ms: i64) -> Result<()> {
         let (repo, digest) = (repo_uid.to_owned(), digest.to_owned());
         self.write("link blob", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "repos", &repo)? {
                 return Ok(Err(Error::not_found(REPO_TYPE, repo)));
             }
@@ -321,7 +321,7 @@ impl RegistryStore for SqliteStore {
     ) -> Result<Option<TagRecord>> {
         let (m, links, tag) = (m.clone(), links.clone(), tag.cloned());
         self.write("put manifest", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "repos", &m.repo_uid)? {
                 return Ok(Err(Error::not_found(REPO_TYPE, m.repo_uid.clone())));
             }
@@ -389,7 +389,7 @@ impl RegistryStore for SqliteStore {
     async fn delete_manifest(&self, repo_uid: &str, digest: &str) -> Result<bool> {
         let (repo, digest) = (repo_uid.to_owned(), digest.to_owned());
         self.write("delete manifest", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             tx.execute(
                 "DELETE FROM tags WHERE parent_uid = ?1 AND digest = ?2",
                 [&repo, &digest],
@@ -420,7 +420,7 @@ impl RegistryStore for SqliteStore {
     async fn put_tag(&self, t: &TagRecord) -> Result<TagRecord> {
         let t = t.clone();
         self.write("put tag", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "repos", &t.parent_uid)? {
                 return Ok(Err(Error::not_found(REPO_TYPE, t.parent_uid.clone())));
             }
@@ -499,7 +499,7 @@ impl RegistryStore for SqliteStore {
     async fn create_upload(&self, u: &UploadRecord) -> Result<()> {
         let u = u.clone();
         self.write("create upload", move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.savepoint()?;
             if !exists(&tx, "repos", &u.repo_uid)? {
                 return Ok(Err(Error::not_found(REPO_TYPE, u.repo_uid.clone())));
             }
