@@ -28,7 +28,12 @@ mod registry;
 
 pub struct PostgresStore {
     pool: PgPool,
+    /// Counts by the digest of their query: (change counters' sum, count).
+    counts: moka::sync::Cache<[u8; 32], (i64, i64)>,
 }
+
+/// Cached counts kept at most (about 60 bytes each).
+const COUNT_CACHE_ENTRIES: u64 = 10_000;
 
 impl PostgresStore {
     /// Connects and runs migrations (serialized across replicas by sqlx's
@@ -44,11 +49,29 @@ impl PostgresStore {
             .run(&pool)
             .await
             .map_err(|e| Error::internal(format_args!("postgres migrations: {e}")))?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            counts: moka::sync::Cache::new(COUNT_CACHE_ENTRIES),
+        })
     }
 }
 
 type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+
+/// A listed row with the change counters' sum read beside it (`ward_version`).
+struct Versioned<R> {
+    row: R,
+    version: i64,
+}
+
+impl<'r, R: FromRow<'r, PgRow>> FromRow<'r, PgRow> for Versioned<R> {
+    fn from_row(row: &'r PgRow) -> sqlx::Result<Self> {
+        Ok(Self {
+            row: R::from_row(row)?,
+            version: sqlx::Row::try_get(row, "ward_version")?,
+        })
+    }
+}
 
 /// Locks the row `uid` of `table` (`FOR SHARE` or `FOR UPDATE`); false if absent.
 async fn lock(tx: &mut PgConnection, table: &str, uid: &str, mode: &str) -> Result<bool> {
@@ -139,20 +162,56 @@ impl PostgresStore {
             .map_err(|e| db_err(table, e))
     }
 
+    /// One page of `table` with its total count. The count is cached with the
+    /// change counters of the tables it reads (migration 0009), read in the
+    /// page's own snapshot: when they sum to what they did when the count was
+    /// taken, no write to those tables has committed since, on any replica,
+    /// and the cached count is exact. Then a page costs one round trip and no
+    /// count.
     async fn list<R>(&self, table: &str, columns: &str, q: &ListQuery) -> Result<Page<R>>
     where
         R: for<'r> FromRow<'r, PgRow> + Send + Unpin + Listed,
     {
         let c = sql::count(Dialect::Postgres, table, q);
-        let (total,): (i64,) = sql::bind_all(sqlx::query_as(&c.sql), c.binds)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|e| db_err("count", e))?;
-        let p = sql::page(Dialect::Postgres, table, columns, q);
-        let rows = sql::bind_all(sqlx::query_as(&p.sql), p.binds)
+        let Some(version) = sql::change_version(table, q) else {
+            let (total,): (i64,) = sql::bind_all(sqlx::query_as(&c.sql), c.binds)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| db_err("count", e))?;
+            let p = sql::page(Dialect::Postgres, table, columns, q);
+            let rows = sql::bind_all(sqlx::query_as(&p.sql), p.binds)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| db_err("list", e))?;
+            return Ok(page_of(rows, q, total));
+        };
+        let key = sql::count_key(&c.sql, &c.binds);
+        let p = sql::page(
+            Dialect::Postgres,
+            table,
+            &format!("{columns}, {version} AS ward_version"),
+            q,
+        );
+        let rows: Vec<Versioned<R>> = sql::bind_all(sqlx::query_as(&p.sql), p.binds)
             .fetch_all(&self.pool)
             .await
             .map_err(|e| db_err("list", e))?;
+        let seen = rows.first().map(|r| r.version);
+        let rows: Vec<R> = rows.into_iter().map(|r| r.row).collect();
+        let cached = self.counts.get(&key).and_then(|(v, n)| (Some(v) == seen).then_some(n));
+        let total = match cached {
+            Some(n) => n,
+            None => {
+                // The count and the counters in one statement: one snapshot.
+                let sql = format!("SELECT {version}, ({})", c.sql);
+                let (v, n): (i64, i64) = sql::bind_all(sqlx::query_as(&sql), c.binds)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(|e| db_err("count", e))?;
+                self.counts.insert(key, (v, n));
+                n
+            }
+        };
         Ok(page_of(rows, q, total))
     }
 

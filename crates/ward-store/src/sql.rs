@@ -228,6 +228,63 @@ fn from(dialect: Dialect, table: &str, q: &ListQuery) -> String {
     }
 }
 
+/// The count cache's key for a query: a digest, never the query itself, so a
+/// cache entry is 32 bytes however long the filter.
+pub fn count_key(sql: &str, binds: &[Bind]) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(sql.as_bytes());
+    for b in binds {
+        h.update([0u8]);
+        h.update(format!("{b:?}").as_bytes());
+    }
+    h.finalize().into()
+}
+
+/// Tables whose writes PostgreSQL counts in `change_counters` (migration
+/// 0009 gives each a trigger; a test checks the two lists agree).
+pub const COUNTED_TABLES: &[&str] = &[
+    "groups",
+    "identities",
+    "roles",
+    "role_bindings",
+    "account_associations",
+    "advisories",
+    "advisory_aliases",
+    "advisory_events",
+    "identity_providers",
+    "external_group_role_mappings",
+    "group_invites",
+    "repos",
+    "tags",
+];
+
+/// A scalar subquery summing the change counters of every table a listing's
+/// count reads (its table, a view's tables, subquery tables), or `None` when
+/// one of them is not counted: then the count cannot be cached.
+pub fn change_version(table: &str, q: &ListQuery) -> Option<String> {
+    let mut tables: Vec<&str> = match table {
+        "role_bindings_hydrated" => vec!["role_bindings", "identities", "groups", "roles"],
+        t => vec![t],
+    };
+    fn subquery_tables(filters: &[(&'static str, FilterValue)], out: &mut Vec<&str>) {
+        for (_, v) in filters {
+            if let FilterValue::In(sub) = v {
+                out.push(sub.table);
+                subquery_tables(&sub.filters, out);
+            }
+        }
+    }
+    subquery_tables(&q.filters, &mut tables);
+    if !tables.iter().all(|t| COUNTED_TABLES.contains(t)) {
+        return None;
+    }
+    let list = tables.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
+    Some(format!(
+        "(SELECT COALESCE(SUM(n), 0)::BIGINT FROM change_counters WHERE tbl IN ({list}))"
+    ))
+}
+
 /// `SELECT COUNT(*)` of every match, across pages.
 pub fn count(dialect: Dialect, table: &str, q: &ListQuery) -> Built {
     let mut b = Builder {
@@ -298,6 +355,7 @@ where
     }
     q
 }
+
 pub const IDENTITY_PROVIDER_COLUMNS: &str =
     "uid, parent_uid, name, description, default_role, issuer, oidc, client_secret, create_time, update_time";
 pub const GROUP_MAPPING_COLUMNS: &str = "uid, parent_uid, name, role_uid, scope, create_time, update_time";

@@ -61,18 +61,6 @@ const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
 /// Cached counts kept at most (about 60 bytes each).
 const COUNT_CACHE_ENTRIES: u64 = 10_000;
 
-/// The count cache's key for a query: a digest, never the query itself.
-fn count_key(sql: &str, binds: &[sql::Bind]) -> [u8; 32] {
-    use sha2::Digest as _;
-    let mut h = sha2::Sha256::new();
-    h.update(sql.as_bytes());
-    for b in binds {
-        h.update([0u8]);
-        h.update(format!("{b:?}").as_bytes());
-    }
-    h.finalize().into()
-}
-
 pub struct SqliteStore {
     writer: writer::Writer,
     readers: Arc<Readers>,
@@ -373,7 +361,7 @@ impl SqliteStore {
         // Read the generation before counting: a write that lands meanwhile bumps
         // it, so a count that might include or miss that write is never reused.
         let generation = self.generation.load(Ordering::SeqCst);
-        let count_key = count_key(&count.sql, &count.binds);
+        let count_key = sql::count_key(&count.sql, &count.binds);
         let cached = self
             .counts
             .get(&count_key)

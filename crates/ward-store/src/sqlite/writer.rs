@@ -123,13 +123,12 @@ fn run(mut conn: Connection, mut queue: mpsc::Receiver<Job>, generation: &Atomic
                 Err(_) => break,
             }
         }
-        commit(&mut conn, batch.drain(..), generation);
-        batches.fetch_add(1, Ordering::Relaxed);
+        commit(&mut conn, batch.drain(..), generation, batches);
     }
 }
 
 /// Runs one batch in one transaction and answers each job.
-fn commit(conn: &mut Connection, batch: impl Iterator<Item = Job>, generation: &AtomicU64) {
+fn commit(conn: &mut Connection, batch: impl Iterator<Item = Job>, generation: &AtomicU64, batches: &AtomicU64) {
     let mut ran: Vec<Ran> = Vec::with_capacity(MAX_BATCH);
     let mut failed: Option<String> = conn.execute_batch("BEGIN IMMEDIATE").err().map(|e| e.to_string());
     for job in batch {
@@ -173,6 +172,7 @@ fn commit(conn: &mut Connection, batch: impl Iterator<Item = Job>, generation: &
         let _ = conn.execute_batch("ROLLBACK");
     }
     generation.fetch_add(1, Ordering::SeqCst);
+    batches.fetch_add(1, Ordering::SeqCst);
     for r in ran {
         (r.answer)(failed.as_deref());
     }
