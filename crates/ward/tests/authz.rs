@@ -1197,11 +1197,17 @@ fn prop_random_trees_agree_with_brute_force() {
             custom,
             bindings,
         });
-    let mut runner = TestRunner::new(Config {
-        cases: CASES,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    // A fixed seed: the same 20 worlds every run, so the coverage check below
+    // (every outcome seen) cannot fail by the luck of the draw. A random
+    // draw once produced no world where anyone could update a group.
+    let mut runner = TestRunner::new_with_rng(
+        Config {
+            cases: CASES,
+            failure_persistence: None,
+            ..Config::default()
+        },
+        proptest::test_runner::TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
+    );
     let tally = Tally::default();
     let started = Instant::now();
     runner
