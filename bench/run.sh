@@ -10,7 +10,8 @@
 # Needs wrk and nginx (installed from Debian's packages if missing) and python3.
 # Prints a table, then (the last line of stdout) a JSON summary. Instructions
 # per request, which do not move with the machine's load: bench/callgrind.sh.
-# Environment: DURATION (default 10s), CONNECTIONS (default 32), THREADS (default 2).
+# Environment: DURATION (default 10s), CONNECTIONS (default 32), THREADS (default 2),
+# BENCH_NO_BUILD (use the existing target/release/ward).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +27,7 @@ if ! need wrk || ! need nginx; then
   apt-get update -qq && apt-get install -y -qq wrk nginx-light >/dev/null
 fi
 
-cargo build --release -q -p ward
+[ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release -q -p ward
 work=$(mktemp -d)
 cleanup() {
   [ -n "${ward_pid:-}" ] && kill "$ward_pid" 2>/dev/null || true
