@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Ward load benchmark: GET a group by uid and list 50 with totalCount on a seeded
 # tree of 10,001 groups, against nginx serving a static JSON response on loopback
-# as the machine's ceiling, and durable creates (16 connections). Prints
-# requests/s and p50/p99 latency.
+# as the machine's ceiling; durable creates (16 connections); and token
+# exchanges (/sts/exchange for a static-keys identity with an RS256 token).
+# Prints requests/s and p50/p99 latency.
 #
 #   bench/run.sh                 # SQLite (default)
 #   WARD_DATABASE=postgres://postgres@127.0.0.1:5432/wardbench bench/run.sh   # PostgreSQL (an empty scratch database)
@@ -83,11 +84,19 @@ wrk.body = '{"name":"bench-create"}'
 wrk.headers["Content-Type"] = "application/json"
 LUA
 
+# The exchange: a static-keys identity (RSA-2048 JWKS) and an RS256 token for it.
+exchange=$(python3 bench/exchange.py "$api" "$token" "$org" "$work")
+x_identity=$(echo "$exchange" | python3 -c 'import json,sys; print(json.load(sys.stdin)["identity"])')
+x_token=$(echo "$exchange" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+curl -sf -H "Authorization: Bearer $x_token" "$api/sts/exchange?identity=$x_identity" >/dev/null \
+  || { echo "run.sh: the benchmark's token exchange fails" >&2; exit 1; }
+
 # wrk → "rps p50 p99" (latencies in ms). run URL [connections] [wrk args…]
+# BEARER (default: the admin token) is the token sent.
 run() {
   local out url=$1 conns=${2:-$CONNECTIONS}
   shift; shift || true
-  out=$(wrk -t"$THREADS" -c"$conns" -d"$DURATION" --latency -H "Authorization: Bearer $token" "$@" "$url")
+  out=$(wrk -t"$THREADS" -c"$conns" -d"$DURATION" --latency -H "Authorization: Bearer ${BEARER:-$token}" "$@" "$url")
   echo "$out" >>"$work/wrk.log"
   echo "$out" | python3 -c '
 import re, sys
@@ -107,6 +116,7 @@ read -r g_rps g_p50 g_p99 g_err < <(run "$api/iam/v2/groups/$leaf")
 read -r l_rps l_p50 l_p99 l_err < <(run "$api/iam/v2/groups?uidp.descendants_of=$org&page_size=50")
 read -r c_rps c_p50 c_p99 c_err < <(run "$api/iam/v2/groups?uidp.descendants_of=$child&page_size=50&order_by=name")
 read -r w_rps w_p50 w_p99 w_err < <(run "$api/iam/v2/groups/$child" 16 -s "$work/create.lua")
+read -r x_rps x_p50 x_p99 x_err < <(BEARER=$x_token run "$api/sts/exchange?identity=$x_identity")
 
 backend=${WARD_DATABASE:+postgres}
 printf '\nWard benchmark (%s; wrk -t%s -c%s -d%s; %s cores)\n' "${backend:-sqlite}" "$THREADS" "$CONNECTIONS" "$DURATION" "$(nproc)"
@@ -117,12 +127,13 @@ printf '%-52s %10s %9s %9s %7s\n' 'GET /iam/v2/groups/{uid}' "$g_rps" "$g_p50" "
 printf '%-52s %10s %9s %9s %7s\n' 'list 50, descendants_of org (10,001 match)' "$l_rps" "$l_p50" "$l_p99" "$l_err"
 printf '%-52s %10s %9s %9s %7s\n' 'list 50 by name, descendants_of team (100 match)' "$c_rps" "$c_p50" "$c_p99" "$c_err"
 printf '%-52s %10s %9s %9s %7s\n' 'create a group (16 connections, durable)' "$w_rps" "$w_p50" "$w_p99" "$w_err"
-python3 -c "print(f'\nGET / nginx = {$g_rps/$n_rps:.2f} (target >= 0.45); creates = {$w_rps:.0f}/s (target >= 3000)')" >&2
+printf '%-52s %10s %9s %9s %7s\n' '/sts/exchange (static keys, RS256)' "$x_rps" "$x_p50" "$x_p99" "$x_err"
+python3 -c "print(f'\nGET / nginx = {$g_rps/$n_rps:.2f} (target >= 0.45); creates = {$w_rps:.0f}/s (target >= 3000); exchanges = {$x_rps:.0f}/s (target >= 3000)')" >&2
 # The machine-readable summary: the last line of stdout.
 python3 -c '
 import json, sys
 a = sys.argv[1:]
-names = ["nginx", "get_by_uid", "list_50_total_count", "list_50_by_name", "create"]
+names = ["nginx", "get_by_uid", "list_50_total_count", "list_50_by_name", "create", "exchange"]
 out = {"backend": a[0], "seed_creates_per_s": float(a[1]), "scenarios": {}}
 for i, n in enumerate(names):
     rps, p50, p99, err = a[2 + 4 * i: 6 + 4 * i]
@@ -130,4 +141,5 @@ for i, n in enumerate(names):
 out["get_over_nginx"] = round(float(a[6]) / float(a[2]), 3)
 print(json.dumps(out))' "${backend:-sqlite}" "$seed_rate" \
   "$n_rps" "$n_p50" "$n_p99" "$n_err" "$g_rps" "$g_p50" "$g_p99" "$g_err" \
-  "$l_rps" "$l_p50" "$l_p99" "$l_err" "$c_rps" "$c_p50" "$c_p99" "$c_err" "$w_rps" "$w_p50" "$w_p99" "$w_err"
+  "$l_rps" "$l_p50" "$l_p99" "$l_err" "$c_rps" "$c_p50" "$c_p99" "$c_err" "$w_rps" "$w_p50" "$w_p99" "$w_err" \
+  "$x_rps" "$x_p50" "$x_p99" "$x_err"

@@ -24,16 +24,22 @@ use crate::{
 mod account_associations;
 mod advisories;
 mod people;
+mod reads;
 mod registry;
 
 pub struct PostgresStore {
     pool: PgPool,
+    /// Point reads and pages (one round trip each; see [`reads`]).
+    reads: reads::Reads,
     /// Counts by the digest of their query: (change counters' sum, count).
     counts: moka::sync::Cache<[u8; 32], (i64, i64)>,
 }
 
 /// Cached counts kept at most (about 60 bytes each).
 const COUNT_CACHE_ENTRIES: u64 = 10_000;
+
+/// A pooled connection idle this long is pinged before it is used again.
+const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 
 impl PostgresStore {
     /// Connects and runs migrations (serialized across replicas by sqlx's
@@ -42,6 +48,19 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(10))
+            // sqlx pings every connection it hands out by default: a second
+            // round trip per query, which halved a point read's throughput.
+            // A connection is pinged only after it sat idle long enough for
+            // the server or a proxy to have dropped it.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= PING_IF_IDLE_FOR {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect(url)
             .await
             .map_err(|e| db_err("connect to postgres", e))?;
@@ -49,8 +68,12 @@ impl PostgresStore {
             .run(&pool)
             .await
             .map_err(|e| Error::internal(format_args!("postgres migrations: {e}")))?;
+        let options = url
+            .parse::<sqlx::postgres::PgConnectOptions>()
+            .map_err(|e| db_err("connect to postgres", e))?;
         Ok(Self {
             pool,
+            reads: reads::Reads::connect(options, reads::READ_CONNECTIONS).await?,
             counts: moka::sync::Cache::new(COUNT_CACHE_ENTRIES),
         })
     }
@@ -155,11 +178,12 @@ impl PostgresStore {
     where
         R: for<'r> FromRow<'r, PgRow> + Send + Unpin,
     {
-        sqlx::query_as(&format!("SELECT {columns} FROM {table} WHERE uid = $1"))
+        let mut read = self.reads.get().await?;
+        let r = sqlx::query_as(&format!("SELECT {columns} FROM {table} WHERE uid = $1"))
             .bind(uid.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| db_err(table, e))
+            .fetch_optional(read.conn())
+            .await;
+        read.done(r).map_err(|e| db_err(table, e))
     }
 
     /// One page of `table` with its total count. The count is cached with the
@@ -173,16 +197,17 @@ impl PostgresStore {
         R: for<'r> FromRow<'r, PgRow> + Send + Unpin + Listed,
     {
         let c = sql::count(Dialect::Postgres, table, q);
+        let mut read = self.reads.get().await?;
         let Some(version) = sql::change_version(table, q) else {
-            let (total,): (i64,) = sql::bind_all(sqlx::query_as(&c.sql), c.binds)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(|e| db_err("count", e))?;
+            let r = sql::bind_all(sqlx::query_as(&c.sql), c.binds)
+                .fetch_one(read.conn())
+                .await;
+            let (total,): (i64,) = read.done(r).map_err(|e| db_err("count", e))?;
             let p = sql::page(Dialect::Postgres, table, columns, q);
-            let rows = sql::bind_all(sqlx::query_as(&p.sql), p.binds)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| db_err("list", e))?;
+            let r = sql::bind_all(sqlx::query_as(&p.sql), p.binds)
+                .fetch_all(read.conn())
+                .await;
+            let rows = read.done(r).map_err(|e| db_err("list", e))?;
             return Ok(page_of(rows, q, total));
         };
         let key = sql::count_key(&c.sql, &c.binds);
@@ -192,10 +217,10 @@ impl PostgresStore {
             &format!("{columns}, {version} AS ward_version"),
             q,
         );
-        let rows: Vec<Versioned<R>> = sql::bind_all(sqlx::query_as(&p.sql), p.binds)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| db_err("list", e))?;
+        let r = sql::bind_all(sqlx::query_as(&p.sql), p.binds)
+            .fetch_all(read.conn())
+            .await;
+        let rows: Vec<Versioned<R>> = read.done(r).map_err(|e| db_err("list", e))?;
         let seen = rows.first().map(|r| r.version);
         let rows: Vec<R> = rows.into_iter().map(|r| r.row).collect();
         let cached = self.counts.get(&key).and_then(|(v, n)| (Some(v) == seen).then_some(n));
@@ -204,10 +229,10 @@ impl PostgresStore {
             None => {
                 // The count and the counters in one statement: one snapshot.
                 let sql = format!("SELECT {version}, ({})", c.sql);
-                let (v, n): (i64, i64) = sql::bind_all(sqlx::query_as(&sql), c.binds)
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(|e| db_err("count", e))?;
+                let r = sql::bind_all(sqlx::query_as(&sql), c.binds)
+                    .fetch_one(read.conn())
+                    .await;
+                let (v, n): (i64, i64) = read.done(r).map_err(|e| db_err("count", e))?;
                 self.counts.insert(key, (v, n));
                 n
             }

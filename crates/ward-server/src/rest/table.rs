@@ -78,10 +78,15 @@ pub struct Raw {
 /// to `…/digests/{digest}/size` read as a create under a strange parent).
 /// The most specific templates matching the path decide, as in routing.
 pub struct Methods {
-    /// Templates (with their weight) by their first segment, and by their
-    /// first two when both are literal.
+    /// Templates (with their weight) by their literal prefix: their first
+    /// [`KEY_SEGMENTS`] segments, or fewer where a variable comes sooner.
     by_root: std::collections::HashMap<String, Vec<(super::transcode::Template, usize, http::Method)>>,
 }
+
+/// How many leading literal segments key a template: three tell
+/// `/iam/v2/groups/…` from the other collections under `/iam/v2`, so a
+/// request is tried against a handful of templates, not every one.
+const KEY_SEGMENTS: usize = 3;
 
 /// The first `n` segments of `path` (after its leading slashes), as a slice of it.
 fn first_segments(path: &str, n: usize) -> &str {
@@ -99,11 +104,13 @@ impl Methods {
                 // A raw variable may hold slashes (an OCI repository name).
                 Endpoint::Raw(r) => (r.method.clone(), r.path.replace('}', "=**}")),
             };
-            let literal2 = {
-                let two: Vec<&str> = template.trim_start_matches('/').splitn(3, '/').take(2).collect();
-                two.len() == 2 && !two.iter().any(|s| s.contains('{'))
-            };
-            let key = first_segments(&template, if literal2 { 2 } else { 1 }).to_owned();
+            let literal = template
+                .trim_start_matches('/')
+                .split('/')
+                .take(KEY_SEGMENTS)
+                .take_while(|s| !s.contains('{'))
+                .count();
+            let key = first_segments(&template, literal.max(1)).to_owned();
             let parsed = super::transcode::Template::parse(&template);
             let weight = parsed.weight();
             by_root.entry(key).or_default().push((parsed, weight, method));
@@ -119,9 +126,16 @@ impl Methods {
         let utf8 = super::transcode::Template::utf8_parts(&parts);
         let mut best = 0;
         let mut methods: Vec<http::Method> = Vec::new();
-        let (two, one) = (first_segments(path, 2), first_segments(path, 1));
-        let keys = if two == one { &[one][..] } else { &[two, one][..] };
-        for key in keys {
+        // A template keyed by k segments can only match a path whose first
+        // k segments are its key.
+        let mut keys: [&str; KEY_SEGMENTS] = [""; KEY_SEGMENTS];
+        for (n, key) in keys.iter_mut().enumerate() {
+            *key = first_segments(path, n + 1);
+        }
+        for (n, key) in keys.iter().enumerate() {
+            if n > 0 && *key == keys[n - 1] {
+                break;
+            }
             for (t, w, m) in self.by_root.get(*key).into_iter().flatten() {
                 if *w < best || !t.fits(&parts, &utf8) {
                     continue;
@@ -174,4 +188,59 @@ pub async fn documented_methods(
         resp.headers_mut().insert(http::header::ALLOW, v);
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rest::transcode::tests::{documented_templates, sample_paths};
+
+    /// What `allowed` answers without the index: every template tried.
+    fn allowed_by_scan(methods: &Methods, path: &str) -> Option<Vec<http::Method>> {
+        let parts: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+        let utf8 = super::super::transcode::Template::utf8_parts(&parts);
+        let mut best = 0;
+        let mut found: Vec<http::Method> = Vec::new();
+        for (t, w, m) in methods.by_root.values().flatten() {
+            if *w < best || !t.fits(&parts, &utf8) {
+                continue;
+            }
+            if *w > best {
+                best = *w;
+                found.clear();
+            }
+            if !found.contains(m) {
+                found.push(m.clone());
+            }
+        }
+        if found.is_empty() {
+            return None;
+        }
+        if found.contains(&http::Method::GET) && !found.contains(&http::Method::HEAD) {
+            found.push(http::Method::HEAD);
+        }
+        Some(found)
+    }
+
+    /// The literal-prefix index never hides a template: for paths built
+    /// from every documented template, `allowed` answers what trying every
+    /// template answers.
+    #[test]
+    fn the_index_agrees_with_a_full_scan() {
+        let methods = Methods::new(&crate::rest::endpoints(""));
+        let sorted = |v: Option<Vec<http::Method>>| {
+            v.map(|mut v| {
+                v.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+                v
+            })
+        };
+        let paths = sample_paths(&documented_templates());
+        let mut matched = 0;
+        for p in &paths {
+            let indexed = sorted(methods.allowed(p));
+            matched += usize::from(indexed.is_some());
+            assert_eq!(indexed, sorted(allowed_by_scan(&methods, p)), "path {p}");
+        }
+        assert!(matched > paths.len() / 2, "{matched} of {} paths matched", paths.len());
+    }
 }

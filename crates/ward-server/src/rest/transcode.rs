@@ -613,27 +613,31 @@ async fn serve(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn vars(t: &str, p: &str) -> Option<Vec<(String, String)>> {
         Template::parse(t).matches(p)
     }
 
-    /// `fits` (the allocation-free check) decides exactly what `matches` does,
-    /// for every documented template against paths built from all of them.
-    #[test]
-    fn fits_agrees_with_matches() {
-        let templates: Vec<String> = crate::rest::endpoints("")
+    /// Every documented template (raw variables may hold slashes).
+    pub(crate) fn documented_templates() -> Vec<String> {
+        crate::rest::endpoints("")
             .iter()
             .map(|e| match e {
                 crate::rest::table::Endpoint::Rpc(b) => b.path.to_owned(),
                 crate::rest::table::Endpoint::Raw(r) => r.path.replace('}', "=**}"),
             })
-            .collect();
+            .collect()
+    }
+
+    /// Paths built from `templates`: each variable filled with odd values
+    /// (empty, slashes, bad percent-encoding), plus a segment more, one
+    /// fewer, and a verb.
+    pub(crate) fn sample_paths(templates: &[String]) -> Vec<String> {
         let fillers = ["x", "a/b", "%2F", "%FF", "", "caf%C3%A9", "a:b"];
         let mut paths = vec!["/".to_owned(), "//".to_owned(), "/iam".to_owned(), "".to_owned()];
-        for t in &templates {
+        for t in templates {
             for f in fillers {
                 let mut p = String::new();
                 let mut in_var = false;
@@ -654,6 +658,15 @@ mod tests {
                 paths.push(p);
             }
         }
+        paths
+    }
+
+    /// `fits` (the allocation-free check) decides exactly what `matches` does,
+    /// for every documented template against paths built from all of them.
+    #[test]
+    fn fits_agrees_with_matches() {
+        let templates = documented_templates();
+        let paths = sample_paths(&templates);
         let mut checked = 0;
         for t in &templates {
             let parsed = Template::parse(t);
