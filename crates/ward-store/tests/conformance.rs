@@ -1653,6 +1653,19 @@ async fn bindings_create_get_update_delete_list() {
             ["lister", "owner", "viewer"],
             "{name}: ordered by role name"
         );
+        // A name filter reads the joined role (the count reads the view,
+        // not the bare bindings).
+        let p = list(ListQuery {
+            name: Some("owner".into()),
+            ..query(UidpFilter::default())
+        })
+        .await;
+        assert_eq!(
+            uids_of(&p.items, |x| &x.uid),
+            vec![b3.uid.clone()],
+            "{name}: by role name"
+        );
+        assert_eq!(p.total_count, 1, "{name}: counted by role name");
 
         // Hydration follows the referenced records.
         s.update_identity(
