@@ -211,19 +211,22 @@ impl PostgresStore {
             return Ok(page_of(rows, q, total));
         };
         let key = sql::count_key(&c.sql, &c.binds);
-        let p = sql::page(
-            Dialect::Postgres,
-            table,
-            &format!("{columns}, {version} AS ward_version"),
-            q,
-        );
+        let last = self.counts.get(&key);
+        let versioned = format!("{columns}, {version} AS ward_version");
+        // A small subtree is sorted, not found by walking the sort column's
+        // index (see `sql::page_sorting_range`); the last count, even if
+        // stale, tells its size well enough to choose.
+        let p = last
+            .filter(|(_, n)| *n <= sql::SORT_RANGE_MAX)
+            .and_then(|_| sql::page_sorting_range(table, &versioned, q))
+            .unwrap_or_else(|| sql::page(Dialect::Postgres, table, &versioned, q));
         let r = sql::bind_all(sqlx::query_as(&p.sql), p.binds)
             .fetch_all(read.conn())
             .await;
         let rows: Vec<Versioned<R>> = read.done(r).map_err(|e| db_err("list", e))?;
         let seen = rows.first().map(|r| r.version);
         let rows: Vec<R> = rows.into_iter().map(|r| r.row).collect();
-        let cached = self.counts.get(&key).and_then(|(v, n)| (Some(v) == seen).then_some(n));
+        let cached = last.and_then(|(v, n)| (Some(v) == seen).then_some(n));
         let total = match cached {
             Some(n) => n,
             None => {

@@ -358,6 +358,7 @@ impl SqliteStore {
     ) -> Result<Page<R>> {
         let count = sql::count(Dialect::Sqlite, table, q);
         let page = sql::page(Dialect::Sqlite, table, columns, q);
+        let walking_index = sql::page_walking_index(table, columns, q);
         // Read the generation before counting: a write that lands meanwhile bumps
         // it, so a count that might include or miss that write is never reused.
         let generation = self.generation.load(Ordering::SeqCst);
@@ -374,6 +375,20 @@ impl SqliteStore {
                     None => c
                         .prepare_cached(&count.sql)?
                         .query_row(params_from_iter(values(count.binds)), |r| r.get(0))?,
+                };
+                // The table's size, from its largest rowid (never less).
+                let page = match walking_index {
+                    Some(walking) => {
+                        let size: i64 = c
+                            .prepare_cached(&format!("SELECT COALESCE(MAX(rowid), 0) FROM {table}"))?
+                            .query_row([], |r| r.get(0))?;
+                        if total.saturating_mul(sql::WALK_INDEX_SHARE) >= size {
+                            walking
+                        } else {
+                            page
+                        }
+                    }
+                    None => page,
                 };
                 let rows = c
                     .prepare_cached(&page.sql)?

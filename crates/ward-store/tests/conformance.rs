@@ -615,6 +615,74 @@ fn ordering_fixture() -> Vec<GroupRecord> {
     groups
 }
 
+/// Ordered pages of a subtree hold the same rows in the same order whichever
+/// plan reads them: SQLite walks the sort column's index for a subtree that
+/// is a large share of its table, and sorts a small subtree's uid range
+/// (`sql::page_walking_index`). The big team here is over an eighth of the
+/// table, the small one under it; both are paged through in every order,
+/// visible-scope restricted too.
+#[tokio::test(flavor = "multi_thread")]
+async fn ordered_subtrees_page_alike_in_either_plan() {
+    for b in backends().await {
+        let name = b.name;
+        let mut groups = ordering_fixture();
+        let org = root("org");
+        let (big, small) = (child(&org, "big"), child(&org, "small"));
+        groups.extend([org.clone(), big.clone(), small.clone()]);
+        for i in 0..40usize {
+            let names = ["beta", "alpha", "Beta", "a-b"];
+            for (parent, n) in [(&big, i), (&small, i % 3)] {
+                if parent.uid == small.uid && i >= 3 {
+                    continue;
+                }
+                groups.push(GroupRecord {
+                    create_time: T0 + (n as i64 % 5) * 1000,
+                    update_time: (n as i64 * 7) % 4,
+                    ..child(parent, names[n % names.len()])
+                });
+            }
+            groups.push(root(&format!("filler-{i}")));
+        }
+        b.create_all(&groups).await;
+        for subtree in [&big, &small] {
+            let inside: Vec<&GroupRecord> = groups.iter().filter(|g| g.uid.starts_with(&subtree.uid)).collect();
+            for order in all_orders() {
+                let expected = ordered(inside.iter().copied(), order);
+                for (how, q) in [
+                    (
+                        "descendants_of",
+                        ListQuery {
+                            order,
+                            ..query(UidpFilter {
+                                descendants_of: Some(uidp(&subtree.uid)),
+                                ..Default::default()
+                            })
+                        },
+                    ),
+                    (
+                        "visible",
+                        ListQuery {
+                            order,
+                            visible: Some(vec![uidp(&subtree.uid)]),
+                            ..query(UidpFilter::default())
+                        },
+                    ),
+                ] {
+                    for page_size in [1, 7, 50] {
+                        let got = b.list_all(&q, page_size).await;
+                        assert_eq!(
+                            got, expected,
+                            "{name}: {} {how} {order:?}, page_size {page_size}",
+                            subtree.name
+                        );
+                    }
+                    assert_eq!(b.page(&q).await.total_count, expected.len() as i64, "{name}");
+                }
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn ordering_and_keyset_pagination() {
     for b in backends().await {
