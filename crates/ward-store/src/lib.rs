@@ -23,7 +23,7 @@ pub mod people;
 pub mod postgres;
 pub mod registry;
 mod sql;
-pub use sql::COUNTED_TABLES;
+pub use sql::{COUNTED_TABLES, PARENT_COUNTED_TABLES};
 pub mod sqlite;
 pub mod testing;
 

@@ -196,7 +196,7 @@ impl PostgresStore {
     where
         R: for<'r> FromRow<'r, PgRow> + Send + Unpin + Listed,
     {
-        let c = sql::count(Dialect::Postgres, table, q);
+        let c = sql::count_by_parents(table, q).unwrap_or_else(|| sql::count(Dialect::Postgres, table, q));
         let mut read = self.reads.get().await?;
         let Some(version) = sql::change_version(table, q) else {
             let r = sql::bind_all(sqlx::query_as(&c.sql), c.binds)

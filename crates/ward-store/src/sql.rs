@@ -314,6 +314,39 @@ pub fn count(dialect: Dialect, table: &str, q: &ListQuery) -> Built {
     }
 }
 
+/// Tables whose rows PostgreSQL counts per parent group (migration 0010).
+pub const PARENT_COUNTED_TABLES: &[&str] = &["groups", "identities", "role_bindings", "repos"];
+
+/// A PostgreSQL count of a whole subtree read from the per-parent child
+/// counts of migration 0010: `None` unless the query is only
+/// `descendants_of` a uid, on a table counted per parent. A row's uid is its
+/// parent's uid plus one segment, so the rows in the subtree [P, P0) are the
+/// row P itself and the children of the parents in [P, P0). The sum reads a
+/// few rows per group in the subtree, however many rows they hold.
+pub fn count_by_parents(table: &str, q: &ListQuery) -> Option<Built> {
+    let table = count_table(table, q);
+    let f = &q.uidp;
+    let only_subtree = f.children_of.is_none()
+        && f.ancestors_of.is_none()
+        && !f.in_root
+        && f.ids.is_empty()
+        && q.name.is_none()
+        && q.filters.is_empty()
+        && q.visible.is_none();
+    let p = f.descendants_of.as_ref().filter(|_| only_subtree)?;
+    if !PARENT_COUNTED_TABLES.contains(&table) {
+        return None;
+    }
+    Some(Built {
+        sql: format!(
+            "SELECT (SELECT COALESCE(SUM(n), 0) FROM parent_counts \
+             WHERE tbl = '{table}' AND parent_uid >= $1 AND parent_uid < $2)::BIGINT \
+             + (SELECT COUNT(*) FROM {table} WHERE uid = $1)"
+        ),
+        binds: vec![Bind::Text(p.as_str().to_owned()), Bind::Text(format!("{p}0"))],
+    })
+}
+
 /// The columns of `role_bindings` itself, under the same names in its view.
 const BINDING_BASE_COLUMNS: &[&str] = &[
     "uid",

@@ -1156,7 +1156,99 @@ async fn total_count_is_exact_across_replicas() {
     }
 }
 
-/// Every table the count cache depends on has its change-counting trigger.
+/// A subtree's totalCount (on PostgreSQL, summed from per-parent child
+/// counts) equals the rows in it, for groups, identities and bindings, after
+/// creates and deletes, for every group of a tree and for a uid that is
+/// not a group.
+#[tokio::test]
+async fn subtree_counts_follow_creates_and_deletes() {
+    for b in backends().await {
+        let (name, s) = (b.name, b.store.clone());
+        let org = root("org");
+        let mut groups = vec![org.clone()];
+        for i in 0..12usize {
+            let parent = groups[(i * 5) % groups.len()].clone();
+            groups.push(child(&parent, &format!("g{i}")));
+        }
+        b.create_all(&groups).await;
+        let role = role_record(Some(&org), "viewer", "groups.list");
+        s.create_role(&role).await.unwrap();
+        let mut identities = Vec::new();
+        let mut bindings = Vec::new();
+        for (i, g) in groups.iter().enumerate() {
+            for k in 0..(i % 3) {
+                let ident = identity_record(g, &format!("id{i}-{k}"));
+                s.create_identity(&ident).await.unwrap();
+                let binding = binding_record(g, &ident, &role);
+                s.create_bindings(std::slice::from_ref(&binding)).await.unwrap();
+                identities.push(ident);
+                bindings.push(binding);
+            }
+        }
+        let check = |groups: Vec<GroupRecord>, identities: Vec<IdentityRecord>, bindings: Vec<RoleBindingRecord>| {
+            let s = s.clone();
+            async move {
+                let mut subtrees: Vec<String> = groups.iter().map(|g| g.uid.clone()).collect();
+                subtrees.push(identities[0].uid.clone());
+                for p in subtrees {
+                    let q = query(UidpFilter {
+                        descendants_of: Some(uidp(&p)),
+                        ..UidpFilter::default()
+                    });
+                    let within = |uid: &str| uid == p || uid.starts_with(&format!("{p}/"));
+                    let want = |uids: Vec<&str>| uids.into_iter().filter(|u| within(u)).count() as i64;
+                    let g = s.list_groups(&q).await.unwrap().total_count;
+                    let i = s.list_identities(&q).await.unwrap().total_count;
+                    let r = s.list_bindings(&q).await.unwrap().total_count;
+                    assert_eq!(
+                        g,
+                        want(groups.iter().map(|x| x.uid.as_str()).collect()),
+                        "{name}: groups in {p}"
+                    );
+                    assert_eq!(
+                        i,
+                        want(identities.iter().map(|x| x.uid.as_str()).collect()),
+                        "{name}: identities in {p}"
+                    );
+                    assert_eq!(
+                        r,
+                        want(bindings.iter().map(|x| x.uid.as_str()).collect()),
+                        "{name}: bindings in {p}"
+                    );
+                }
+            }
+        };
+        check(groups.clone(), identities.clone(), bindings.clone()).await;
+        // Deletes: a binding, then an identity with its binding, then an
+        // empty leaf group.
+        let gone = bindings.remove(0);
+        assert!(s.delete_binding(&uidp(&gone.uid)).await.unwrap(), "{name}");
+        let at = bindings
+            .iter()
+            .position(|x| x.identity_uid == identities[1].uid)
+            .expect("bound");
+        let gone = bindings.remove(at);
+        s.delete_binding(&uidp(&gone.uid)).await.unwrap();
+        let ident = identities.remove(1);
+        s.delete_identity(&uidp(&ident.uid)).await.unwrap();
+        let leaf = groups
+            .iter()
+            .rposition(|g| {
+                !groups.iter().any(|c| c.parent_uid.as_deref() == Some(g.uid.as_str()))
+                    && !identities
+                        .iter()
+                        .any(|i| i.parent_uid.as_deref() == Some(g.uid.as_str()))
+                    && !bindings.iter().any(|x| x.parent_uid == g.uid)
+            })
+            .expect("an empty leaf");
+        let leaf = groups.remove(leaf);
+        s.delete_group(&uidp(&leaf.uid)).await.unwrap();
+        check(groups, identities, bindings).await;
+    }
+}
+
+/// Every table the count cache depends on has its change-counting trigger,
+/// and every table counted per parent its child-counting one.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_counted_table_has_its_trigger() {
     for db in testing::backends().await {
@@ -1175,6 +1267,22 @@ async fn every_counted_table_has_its_trigger() {
         .expect("triggers");
         found.sort();
         let mut want: Vec<String> = ward_store::COUNTED_TABLES.iter().map(|t| t.to_string()).collect();
+        want.sort();
+        assert_eq!(found, want);
+        // And every table counted per parent has its child-counting trigger.
+        let mut found: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT c.relname::TEXT FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid \
+             JOIN pg_proc p ON p.oid = t.tgfoid WHERE p.proname = 'ward_count_child' \
+             AND c.relnamespace = current_schema()::regnamespace",
+        )
+        .fetch_all(&pool)
+        .await
+        .expect("triggers");
+        found.sort();
+        let mut want: Vec<String> = ward_store::PARENT_COUNTED_TABLES
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
         want.sort();
         assert_eq!(found, want);
         pool.close().await;
