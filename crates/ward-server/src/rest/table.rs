@@ -80,8 +80,11 @@ pub struct Raw {
 pub struct Methods {
     /// Templates (with their weight) by their literal prefix: their first
     /// [`KEY_SEGMENTS`] segments, or fewer where a variable comes sooner.
-    by_root: std::collections::HashMap<String, Vec<(super::transcode::Template, usize, http::Method)>>,
+    by_root: std::collections::HashMap<String, Vec<Keyed>>,
 }
+
+/// A documented template, its weight (specificity) and its method.
+type Keyed = (super::transcode::Template, usize, http::Method);
 
 /// How many leading literal segments key a template: three tell
 /// `/iam/v2/groups/…` from the other collections under `/iam/v2`, so a
@@ -122,41 +125,44 @@ impl Methods {
     /// no documented template matches it. Runs on every request: the path is
     /// split once, and nothing else allocates unless a template matches.
     pub fn allowed(&self, path: &str) -> Option<Vec<http::Method>> {
-        let parts: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
-        let utf8 = super::transcode::Template::utf8_parts(&parts);
-        let mut best = 0;
-        let mut methods: Vec<http::Method> = Vec::new();
         // A template keyed by k segments can only match a path whose first
         // k segments are its key.
         let mut keys: [&str; KEY_SEGMENTS] = [""; KEY_SEGMENTS];
         for (n, key) in keys.iter_mut().enumerate() {
             *key = first_segments(path, n + 1);
         }
-        for (n, key) in keys.iter().enumerate() {
-            if n > 0 && *key == keys[n - 1] {
-                break;
-            }
-            for (t, w, m) in self.by_root.get(*key).into_iter().flatten() {
-                if *w < best || !t.fits(&parts, &utf8) {
-                    continue;
-                }
-                if *w > best {
-                    best = *w;
-                    methods.clear();
-                }
-                if !methods.contains(m) {
-                    methods.push(m.clone());
-                }
-            }
-        }
-        if methods.is_empty() {
-            return None;
-        }
-        if methods.contains(&http::Method::GET) && !methods.contains(&http::Method::HEAD) {
-            methods.push(http::Method::HEAD);
-        }
-        Some(methods)
+        let distinct = (0..KEY_SEGMENTS).take_while(|&n| n == 0 || keys[n] != keys[n - 1]);
+        let candidates = distinct.flat_map(|n| self.by_root.get(keys[n]).into_iter().flatten());
+        decide(candidates, path)
     }
+}
+
+/// The methods of the most specific of `candidates` that match `path` (HEAD
+/// wherever GET is), or `None` when none does.
+fn decide<'a>(candidates: impl Iterator<Item = &'a Keyed>, path: &str) -> Option<Vec<http::Method>> {
+    let parts: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+    let utf8 = super::transcode::Template::utf8_parts(&parts);
+    let mut best = 0;
+    let mut methods: Vec<http::Method> = Vec::new();
+    for (t, w, m) in candidates {
+        if *w < best || !t.fits(&parts, &utf8) {
+            continue;
+        }
+        if *w > best {
+            best = *w;
+            methods.clear();
+        }
+        if !methods.contains(m) {
+            methods.push(m.clone());
+        }
+    }
+    if methods.is_empty() {
+        return None;
+    }
+    if methods.contains(&http::Method::GET) && !methods.contains(&http::Method::HEAD) {
+        methods.push(http::Method::HEAD);
+    }
+    Some(methods)
 }
 
 /// Answers 405, with `Allow` naming the documented methods, for a method the
@@ -197,29 +203,7 @@ mod tests {
 
     /// What `allowed` answers without the index: every template tried.
     fn allowed_by_scan(methods: &Methods, path: &str) -> Option<Vec<http::Method>> {
-        let parts: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
-        let utf8 = super::super::transcode::Template::utf8_parts(&parts);
-        let mut best = 0;
-        let mut found: Vec<http::Method> = Vec::new();
-        for (t, w, m) in methods.by_root.values().flatten() {
-            if *w < best || !t.fits(&parts, &utf8) {
-                continue;
-            }
-            if *w > best {
-                best = *w;
-                found.clear();
-            }
-            if !found.contains(m) {
-                found.push(m.clone());
-            }
-        }
-        if found.is_empty() {
-            return None;
-        }
-        if found.contains(&http::Method::GET) && !found.contains(&http::Method::HEAD) {
-            found.push(http::Method::HEAD);
-        }
-        Some(found)
+        decide(methods.by_root.values().flatten(), path)
     }
 
     /// The literal-prefix index never hides a template: for paths built
