@@ -324,18 +324,25 @@ impl BlobStore for LocalBlobs {
                 let _ = std::fs::remove_file(&path);
                 return Err(BlobError::DigestMismatch { actual });
             }
-            // A blob that exists was verified when it was written: keep it,
-            // never replace it (other repos serve it).
-            if target.exists() {
-                drop(f);
-                std::fs::remove_file(&path)?;
-                return Ok(len);
-            }
+            // Both outcomes below cost the same disk work (an fsync of the
+            // upload, one of the directory): a fast answer for content that
+            // is already stored would tell a client that some other tenant
+            // holds it.
             f.sync_all()?;
             drop(f);
             let dir = target.parent().ok_or_else(|| BlobError::Io(invalid_id()))?;
             std::fs::create_dir_all(dir)?;
-            std::fs::rename(&path, &target)?;
+            if target.exists() {
+                // Verified when it was written: keep it, never replace it
+                // (other repos serve it), but mark it fresh, so a garbage
+                // collection racing this push keeps it.
+                if let Ok(existing) = std::fs::OpenOptions::new().write(true).open(&target) {
+                    let _ = existing.set_modified(SystemTime::now());
+                }
+                std::fs::remove_file(&path)?;
+            } else {
+                std::fs::rename(&path, &target)?;
+            }
             sync_dir(dir)?;
             Ok(len)
         })

@@ -16,6 +16,49 @@ pub const MAX_DEPTH: usize = 32;
 /// The longest UIDP: a root and [`MAX_DEPTH`] - 1 segments.
 pub const MAX_LEN: usize = 40 + (MAX_DEPTH - 1) * 17;
 
+/// Per-parent counters for [`Uidp::new_child_ordered`].
+mod ordered {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, PoisonError};
+
+    /// A parent's counter is forgotten once it has not been used for this
+    /// long (then it restarts at a random value); a clock that steps back
+    /// further than this could repeat a uid, which the store refuses.
+    const KEEP_MS: u64 = 60_000;
+
+    struct Counters {
+        /// Parent uid → (last used, in ms; next value).
+        by_parent: HashMap<String, (u64, u16)>,
+        /// Size at which unused counters are dropped next.
+        prune_at: usize,
+    }
+
+    static COUNTERS: Mutex<Option<Counters>> = Mutex::new(None);
+
+    /// The next counter value of `parent`.
+    pub fn next(parent: &str, now_ms: u64) -> u16 {
+        let mut guard = COUNTERS.lock().unwrap_or_else(PoisonError::into_inner);
+        let c = guard.get_or_insert_with(|| Counters {
+            by_parent: HashMap::new(),
+            prune_at: 1024,
+        });
+        if c.by_parent.len() >= c.prune_at {
+            c.by_parent
+                .retain(|_, (used, _)| now_ms.saturating_sub(*used) < KEEP_MS);
+            // Amortized: the next prune waits until the map has doubled.
+            c.prune_at = (c.by_parent.len() * 2).max(1024);
+        }
+        let entry = c
+            .by_parent
+            .entry(parent.to_owned())
+            .or_insert_with(|| (now_ms, rand::random()));
+        let n = entry.1;
+        entry.0 = entry.0.max(now_ms);
+        entry.1 = n.wrapping_add(1);
+        n
+    }
+}
+
 /// A syntactically valid UIDP.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Uidp(String);
@@ -65,18 +108,17 @@ impl Uidp {
     }
 
     /// A child whose segment is the time (48 bits of milliseconds) and a
-    /// per-process counter (16 bits, from a random start), so children made
-    /// together sort together: a bulk write then fills neighbouring index
-    /// pages instead of touching one random page per index per row. Unique
-    /// within a process for 65,536 children per millisecond; a clash across
-    /// replicas (same millisecond, same counter) is refused by the store's
-    /// primary key, never silently merged.
+    /// counter of this parent's (16 bits, from a random start), so children
+    /// made together sort together: a bulk write then fills neighbouring
+    /// index pages instead of touching one random page per index per row.
+    /// Unique within a process for 65,536 children of one parent per
+    /// millisecond; a clash across replicas (same millisecond, same counter)
+    /// is refused by the store's primary key, never silently merged. The
+    /// counter is the parent's own, so the gaps between a tenant's uids count
+    /// only its own writes, never another tenant's.
     pub fn new_child_ordered(&self, now_ms: i64) -> Self {
-        use std::sync::atomic::{AtomicU16, Ordering};
-        static COUNTER: std::sync::OnceLock<AtomicU16> = std::sync::OnceLock::new();
-        let counter = COUNTER.get_or_init(|| AtomicU16::new(rand::random()));
         let ms = (now_ms.max(0) as u64) & 0xFFFF_FFFF_FFFF;
-        let n = u64::from(counter.fetch_add(1, Ordering::Relaxed));
+        let n = u64::from(ordered::next(&self.0, ms));
         Self(format!("{}/{:016x}", self.0, (ms << 16) | n))
     }
 
@@ -201,6 +243,29 @@ mod tests {
         // Negative or huge clocks still give valid uids.
         assert!(Uidp::is_valid(root.new_child_ordered(-5).as_str()));
         assert!(Uidp::is_valid(root.new_child_ordered(i64::MAX).as_str()));
+    }
+
+    /// The counter in an ordered uid's last segment.
+    fn counter(u: &Uidp) -> u16 {
+        let seg = u.as_str().rsplit('/').next().unwrap();
+        (u64::from_str_radix(seg, 16).unwrap() & 0xFFFF) as u16
+    }
+
+    #[test]
+    fn ordered_counters_are_per_parent() {
+        // Another tenant's writes between two of mine leave no gap in mine.
+        let (mine, theirs) = (Uidp::new_root(), Uidp::new_root());
+        let mut t = 1_700_000_000_000;
+        let mut prev = counter(&mine.new_child_ordered(t));
+        for round in 0..50 {
+            for _ in 0..round {
+                theirs.new_child_ordered(t);
+            }
+            t += round % 3;
+            let next = counter(&mine.new_child_ordered(t));
+            assert_eq!(next, prev.wrapping_add(1), "round {round}");
+            prev = next;
+        }
     }
 
     #[test]

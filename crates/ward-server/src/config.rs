@@ -78,7 +78,18 @@ pub struct ServerConfig {
     #[arg(long, env = "WARD_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
 
-    /// Seconds an HTTP/1 client has to send a request's headers.
+    /// Most connections served at once from one client address; more are
+    /// closed at once. Behind a proxy every client shares its address: raise
+    /// this to --max-connections there.
+    #[arg(
+        long,
+        env = "WARD_MAX_CONNECTIONS_PER_CLIENT",
+        default_value_t = crate::serve::DEFAULT_MAX_CONNECTIONS_PER_CLIENT
+    )]
+    pub max_connections_per_client: usize,
+
+    /// Seconds a client has to send a request's headers (HTTP/1), and to
+    /// start its first request on a new connection (HTTP/1 and HTTP/2).
     #[arg(long = "header-read-timeout", env = "WARD_HEADER_READ_TIMEOUT", default_value_t = 10)]
     pub header_read_timeout_secs: u64,
 
@@ -110,6 +121,7 @@ impl ServerConfig {
             allow_org_creation: false,
             allow_insecure_issuers: false,
             max_connections: 1024,
+            max_connections_per_client: crate::serve::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
             header_read_timeout_secs: 10,
             idle_timeout_secs: 60,
             body_read_timeout_secs: 30,
@@ -120,6 +132,7 @@ impl ServerConfig {
     pub fn limits(&self) -> crate::serve::Limits {
         crate::serve::Limits {
             max_connections: self.max_connections.max(1),
+            max_connections_per_client: self.max_connections_per_client.max(1),
             header_read_timeout: std::time::Duration::from_secs(self.header_read_timeout_secs.max(1)),
             idle_timeout: std::time::Duration::from_secs(self.idle_timeout_secs.max(1)),
             body_read_timeout: std::time::Duration::from_secs(self.body_read_timeout_secs.max(1)),
@@ -170,6 +183,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("allow_org_creation", &self.allow_org_creation)
             .field("allow_insecure_issuers", &self.allow_insecure_issuers)
             .field("max_connections", &self.max_connections)
+            .field("max_connections_per_client", &self.max_connections_per_client)
             .field("header_read_timeout_secs", &self.header_read_timeout_secs)
             .field("idle_timeout_secs", &self.idle_timeout_secs)
             .field("body_read_timeout_secs", &self.body_read_timeout_secs)

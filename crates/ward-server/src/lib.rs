@@ -211,6 +211,21 @@ pub async fn start(
             }
         })
     };
+    // Upload sessions a client abandoned expire on their own.
+    let sweeper = {
+        let ward = ward.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(services::registry::oci::UPLOAD_SWEEP_EVERY);
+            loop {
+                tick.tick().await;
+                match ward.expire_uploads().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(sessions = n, "expired stale upload sessions"),
+                    Err(e) => tracing::warn!(error = %e.message(), "expiring stale upload sessions failed"),
+                }
+            }
+        })
+    };
     let task = tokio::spawn(async move {
         let stop = async move {
             tokio::select! {
@@ -220,6 +235,7 @@ pub async fn start(
         };
         let served = serve::serve(listener, app, limits, stop).await;
         refresher.abort();
+        sweeper.abort();
         served
     });
     Ok(Running {

@@ -3,8 +3,14 @@
 //!
 //! - **Connection cap**: at most [`Limits::max_connections`] connections are
 //!   served at once; further clients wait in the kernel's accept queue.
+//! - **Per-client cap**: at most [`Limits::max_connections_per_client`] of
+//!   them from one client address; a connection beyond it is closed at once,
+//!   so one client cannot hold every slot.
 //! - **Header-read timeout**: an HTTP/1 client must send a request's whole
-//!   header within [`Limits::header_read_timeout`] (slowloris).
+//!   header within [`Limits::header_read_timeout`] (slowloris), and a
+//!   connection of either protocol must have started its first request by
+//!   then (an HTTP/2 client that sends only its preface and settings is
+//!   closed like a silent HTTP/1 one).
 //! - **Body-read timeout**: a request's body must arrive within
 //!   [`Limits::body_read_timeout`] of its head (no byte-a-second trickles);
 //!   a registry upload (`/v2/…`, any size) gets that long plus the time its
@@ -36,6 +42,7 @@ use tokio::net::{TcpListener, TcpStream};
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     pub max_connections: usize,
+    pub max_connections_per_client: usize,
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
     pub body_read_timeout: Duration,
@@ -45,9 +52,50 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_connections: 1024,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             body_read_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Default for [`Limits::max_connections_per_client`]: a quarter of the
+/// default connection cap.
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 256;
+
+/// The address a request's connection comes from (a request extension).
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub std::net::IpAddr);
+
+/// Open connections per client address.
+#[derive(Default)]
+struct PerClient(std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>);
+
+impl PerClient {
+    /// Takes one of `ip`'s slots, or None when it holds `max` already.
+    fn take(self: &Arc<Self>, ip: std::net::IpAddr, max: usize) -> Option<ClientSlot> {
+        let mut m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = m.entry(ip).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot(self.clone(), ip))
+    }
+}
+
+/// One connection's slot of its client's; given back when dropped.
+struct ClientSlot(Arc<PerClient>, std::net::IpAddr);
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut m = (self.0).0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = m.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.1);
+            }
         }
     }
 }
@@ -61,6 +109,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let per_client = Arc::new(PerClient::default());
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // No server pings on HTTP/2: an idle connection is closed after the idle
@@ -81,9 +130,9 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: back off, never spin.
                     tracing::warn!(error = %e, "accept failed");
@@ -93,6 +142,12 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
+        let client = peer.ip().to_canonical();
+        let Some(slot) = per_client.take(client, limits.max_connections_per_client.max(1)) else {
+            tracing::debug!(%client, "closing a connection over the per-client cap");
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let (io, activity) = Tracked::new(stream);
         let app = app.clone();
@@ -100,20 +155,28 @@ pub async fn serve(
             inner: app.clone(),
             activity: activity.clone(),
             body_read_timeout: limits.body_read_timeout,
+            client: ClientAddr(client),
         });
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(io), service)
             .into_owned();
         let conn = graceful.watch(conn);
         let idle = limits.idle_timeout;
+        let first_request = limits.header_read_timeout;
         tokio::spawn(async move {
             let _permit = permit;
+            let _slot = slot;
             tokio::pin!(conn);
-            let mut tick = tokio::time::interval((idle / 4).max(Duration::from_millis(50)));
+            let period = (idle.min(first_request) / 4).max(Duration::from_millis(50));
+            let mut tick = tokio::time::interval(period);
             loop {
                 tokio::select! {
                     _ = &mut conn => break,
                     _ = tick.tick() => {
+                        if !activity.started_any() && activity.age() >= first_request {
+                            tracing::debug!("closing a connection that sent no request in time");
+                            break;
+                        }
                         if activity.idle_for() >= idle {
                             tracing::debug!("closing an idle connection");
                             break;
@@ -142,6 +205,8 @@ struct Activity {
     in_flight: AtomicU64,
     /// Requests whose handler has not answered yet.
     handling: AtomicU64,
+    /// Whether a request has ever started.
+    started: std::sync::atomic::AtomicBool,
 }
 
 impl Activity {
@@ -153,7 +218,18 @@ impl Activity {
         self.last_byte_ms.store(self.now_ms(), Ordering::Relaxed);
     }
 
+    /// Whether any request has started on the connection.
+    fn started_any(&self) -> bool {
+        self.started.load(Ordering::SeqCst)
+    }
+
+    /// How long the connection has been open.
+    fn age(&self) -> Duration {
+        self.start.elapsed()
+    }
+
     fn request_started(&self) {
+        self.started.store(true, Ordering::SeqCst);
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         self.last_request_ms.store(self.now_ms(), Ordering::SeqCst);
     }
@@ -185,6 +261,7 @@ struct InFlight {
     inner: axum::Router,
     activity: Arc<Activity>,
     body_read_timeout: Duration,
+    client: ClientAddr,
 }
 
 impl<B> tower::Service<http::Request<B>> for InFlight
@@ -208,6 +285,8 @@ where
         // arrives (at least MIN_UPLOAD_RATE on average after the first
         // timeout), so big uploads finish and trickles do not.
         let stall = req.uri().path().starts_with("/v2/");
+        let mut req = req;
+        req.extensions_mut().insert(self.client);
         let req = req.map(|body| {
             axum::body::Body::new(DeadlineBody {
                 inner: axum::body::Body::new(body),
@@ -383,6 +462,7 @@ impl Tracked {
             last_request_ms: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             handling: AtomicU64::new(0),
+            started: std::sync::atomic::AtomicBool::new(false),
         });
         (
             Self {
@@ -450,6 +530,7 @@ mod tests {
             last_request_ms: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             handling: AtomicU64::new(0),
+            started: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -34,8 +34,10 @@ pub struct Ward {
     /// Compiled claim patterns by their text, at most [`PATTERN_CACHE_BYTES`]
     /// of compiled automata.
     pub(crate) patterns: moka::sync::Cache<String, Arc<ward_core::pattern::Pattern>>,
-    /// One pattern compile per core at a time.
-    pub(crate) compile_permits: tokio::sync::Semaphore,
+    /// CPU-heavy work a request asks for (pattern compiles, readme
+    /// sanitizing, export compression): one job per core at a time, on
+    /// blocking threads (see [`Ward::cpu`]).
+    pub(crate) cpu_permits: tokio::sync::Semaphore,
     /// Registry blob bytes.
     pub blobs: Arc<dyn ward_blob::BlobStore>,
     /// Largest blob one upload may create.
@@ -56,6 +58,8 @@ pub struct Ward {
     pub api_url: String,
     /// Advisory imports in progress at once.
     pub(crate) import_permits: tokio::sync::Semaphore,
+    /// OSV exports in progress at once.
+    pub(crate) export_permits: tokio::sync::Semaphore,
     /// The server's secret key (never in the database): seals client secrets,
     /// signs invite codes, seals login state.
     pub secret: ward_auth::secret::ServerSecret,
@@ -140,7 +144,7 @@ impl Ward {
                 })
                 .max_capacity(PATTERN_CACHE_BYTES)
                 .build(),
-            compile_permits: tokio::sync::Semaphore::new(
+            cpu_permits: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
             ),
             blobs,
@@ -161,6 +165,7 @@ impl Ward {
             osv_ecosystem: DEFAULT_OSV_ECOSYSTEM.into(),
             api_url: audience_url,
             import_permits: tokio::sync::Semaphore::new(crate::rest::advisories::IMPORTS_AT_ONCE),
+            export_permits: tokio::sync::Semaphore::new(crate::services::advisories::osv::EXPORTS_AT_ONCE),
             secret,
             session_role_caps: moka::sync::Cache::builder()
                 .max_capacity(10_000)
@@ -171,6 +176,21 @@ impl Ward {
                 .time_to_live(std::time::Duration::from_millis(LAST_SEEN_EVERY_MS as u64))
                 .build(),
         })
+    }
+
+    /// Runs CPU-heavy work off the async workers: on a blocking thread, at
+    /// most one job per core at once (a burst of expensive requests queues
+    /// here instead of stalling every other request). Callers authorize and
+    /// bound the input first.
+    pub(crate) async fn cpu<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+        let _permit = self
+            .cpu_permits
+            .acquire()
+            .await
+            .map_err(|_| Error::Unavailable("the server is stopping".into()))?;
+        tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| Error::internal(format_args!("a CPU job failed: {e}")))
     }
 
     /// A fresh API token for the server admin.

@@ -114,7 +114,16 @@ pub struct DeviceLoginRecord {
 /// Most headless logins in progress at once through one identity provider
 /// (each expires in minutes), so a flood through one provider does not stop
 /// the others'.
-pub const MAX_DEVICE_LOGINS: i64 = 100;
+pub const MAX_DEVICE_LOGINS: i64 = 1000;
+/// Most headless logins pending at once that one client address started.
+pub const MAX_DEVICE_LOGINS_PER_CLIENT: i64 = 10;
+
+/// The error past [`MAX_DEVICE_LOGINS_PER_CLIENT`].
+pub fn too_many_device_logins_from_client() -> ward_core::Error {
+    ward_core::Error::ResourceExhausted(format!(
+        "this client has {MAX_DEVICE_LOGINS_PER_CLIENT} headless logins in progress; finish one or wait for it to expire"
+    ))
+}
 
 /// Most rows the directory reads return (terms acceptances across a group's
 /// ancestry, access requests of a group).
@@ -198,9 +207,11 @@ pub trait PeopleStore: Send + Sync {
     /// A group's requests to join, oldest first, at most [`MAX_DIRECTORY_ROWS`].
     async fn access_requests(&self, group: &str) -> Result<Vec<AccessRequestRecord>>;
 
-    /// Starts a headless login: forgets expired ones, then RESOURCE_EXHAUSTED
-    /// past [`MAX_DEVICE_LOGINS`], ALREADY_EXISTS for a user code in use.
-    async fn create_device_login(&self, r: &DeviceLoginRecord, now_ms: i64) -> Result<()>;
+    /// Starts a headless login for `client` (its address): forgets expired
+    /// ones, then RESOURCE_EXHAUSTED past [`MAX_DEVICE_LOGINS`] for the
+    /// provider or [`MAX_DEVICE_LOGINS_PER_CLIENT`] for the client,
+    /// ALREADY_EXISTS for a user code in use.
+    async fn create_device_login(&self, r: &DeviceLoginRecord, client: &str, now_ms: i64) -> Result<()>;
     /// A pending (not finished, not expired) login by its user code.
     async fn pending_device_login(&self, user_code: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>>;
     /// Records the handoff of a pending login; false if it was not pending.

@@ -89,8 +89,38 @@ pub struct ManifestRecord {
 pub struct ManifestLinks {
     /// Blobs (config and layers) that must be in the repo.
     pub blobs: Vec<String>,
+    /// The size the manifest declares for each of `blobs`, in order: a
+    /// stored blob of another size refuses the push (`BLOB_SIZE_MISMATCH`),
+    /// since clients and image reads trust the declared size.
+    pub blob_sizes: Vec<i64>,
     /// Manifests (an index's children) that must be in the repo.
     pub manifests: Vec<String>,
+}
+
+/// The error for a manifest whose descriptor size is not its blob's.
+pub fn blob_size_mismatch(digest: &str, declared: i64, stored: i64) -> ward_core::Error {
+    ward_core::Error::precondition(
+        BLOB_SIZE_MISMATCH,
+        digest,
+        format!("the manifest says {digest} has {declared} bytes; the stored blob has {stored}"),
+    )
+}
+
+/// The precondition kind of [`blob_size_mismatch`].
+pub const BLOB_SIZE_MISMATCH: &str = "BLOB_SIZE_MISMATCH";
+
+/// Most upload sessions open at once (see [`RegistryStore::create_upload`]).
+#[derive(Clone, Copy, Debug)]
+pub struct UploadCaps {
+    pub per_creator: u32,
+    pub per_repo: u32,
+}
+
+/// The error for a session over one of the [`UploadCaps`].
+pub fn too_many_uploads(whose: &str, cap: u32) -> ward_core::Error {
+    ward_core::Error::ResourceExhausted(format!(
+        "{whose} already holds {cap} open upload sessions; finish or cancel some, or wait for stale ones to expire"
+    ))
 }
 
 /// An upload session.
@@ -174,7 +204,10 @@ pub trait RegistryStore: Send + Sync + 'static {
     /// Tag names of a repo after `last`, in order, at most `limit`.
     async fn tag_names(&self, repo_uid: &str, last: Option<&str>, limit: u32) -> Result<Vec<String>>;
 
-    async fn create_upload(&self, upload: &UploadRecord) -> Result<()>;
+    /// Records a new upload session opened by `creator` (an identity uid),
+    /// unless the creator or the repo already holds its cap of sessions:
+    /// then RESOURCE_EXHAUSTED and nothing is written.
+    async fn create_upload(&self, upload: &UploadRecord, creator: &str, caps: UploadCaps) -> Result<()>;
     async fn get_upload(&self, uuid: &str) -> Result<Option<UploadRecord>>;
     /// Moves an upload from `from` bytes to `to`; false if it was not at `from`
     /// (another request appended meanwhile) or is gone.

@@ -171,19 +171,49 @@ fn column_filters(b: &mut Builder, filters: &[(&'static str, FilterValue)], w: &
 
 /// Restricts to uids at or below one of `scopes`.
 fn visible(b: &mut Builder, scopes: &[ward_core::uidp::Uidp], w: &mut Vec<String>) {
-    {
-        if scopes.is_empty() {
-            w.push("1 = 0".into());
-        } else {
-            let ors: Vec<String> = scopes
-                .iter()
-                .map(|s| {
-                    let (lo, hi) = (b.text(s.as_str()), b.text(&format!("{s}0")));
-                    let uid = b.range_column();
-                    format!("({uid} >= {lo} AND {uid} < {hi})")
-                })
-                .collect();
-            w.push(format!("({})", ors.join(" OR ")));
+    let scopes = outermost(scopes);
+    if scopes.is_empty() {
+        w.push("1 = 0".into());
+        return;
+    }
+    let ranges: Vec<String> = scopes
+        .iter()
+        .map(|s| {
+            let (lo, hi) = (b.text(s), b.text(&format!("{s}0")));
+            let uid = b.range_column();
+            format!("({uid} >= {lo} AND {uid} < {hi})")
+        })
+        .collect();
+    w.push(balanced_or(&ranges));
+}
+
+/// The scopes that no other scope contains, sorted: a scope below another
+/// adds no rows, only SQL.
+fn outermost(scopes: &[ward_core::uidp::Uidp]) -> Vec<&str> {
+    let mut all: Vec<&str> = scopes.iter().map(ward_core::uidp::Uidp::as_str).collect();
+    all.sort_unstable();
+    all.dedup();
+    let mut out: Vec<&str> = Vec::with_capacity(all.len());
+    for s in all {
+        // Sorted, so a containing scope (a prefix) comes right before its
+        // descendants: comparing with the last one kept is enough.
+        if out.last().is_none_or(|kept| !ward_core::uidp::Uidp::is_within(s, kept)) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// `a OR b OR …` as a balanced tree of parenthesized halves: SQLite refuses
+/// an expression deeper than 1,000, and a chain of n ORs is n deep; the tree
+/// is log2(n).
+fn balanced_or(terms: &[String]) -> String {
+    match terms {
+        [] => "1 = 0".into(),
+        [one] => one.clone(),
+        _ => {
+            let (l, r) = terms.split_at(terms.len() / 2);
+            format!("({} OR {})", balanced_or(l), balanced_or(r))
         }
     }
 }

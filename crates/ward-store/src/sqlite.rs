@@ -53,6 +53,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0006_directory.sql"),
     include_str!("../migrations/sqlite/0007_account_associations.sql"),
     include_str!("../migrations/sqlite/0008_tag_history.sql"),
+    include_str!("../migrations/sqlite/0009_change_counters.sql"),
+    include_str!("../migrations/sqlite/0010_parent_counts.sql"),
+    include_str!("../migrations/sqlite/0011_client_caps.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \

@@ -2137,3 +2137,39 @@ async fn upsert_builtin_roles_is_idempotent() {
         assert_eq!(viewer.parent_uid, None, "{name}");
     }
 }
+
+/// A caller bound at thousands of groups lists without error on both
+/// backends (SQLite refuses an expression more than 1,000 deep, and one OR
+/// per scope was that deep), and nested scopes add nothing but SQL: the
+/// rows are exactly those at or below some scope.
+#[tokio::test(flavor = "multi_thread")]
+async fn thousands_of_visible_scopes_list() {
+    for b in backends().await {
+        let org = root("org");
+        b.create(&org).await;
+        let mut teams = Vec::new();
+        for i in 0..1_200 {
+            let t = child(&org, &format!("team-{i:04}"));
+            b.create(&t).await;
+            teams.push(t);
+        }
+        let inner = child(&teams[0], "inner");
+        b.create(&inner).await;
+        let other = root("other");
+        b.create(&other).await;
+        // Every team but the last ten, and (nested, redundant) the inner
+        // group: 1,191 scopes.
+        let mut scopes: Vec<Uidp> = teams[..1_190].iter().map(|t| uidp(&t.uid)).collect();
+        scopes.push(uidp(&inner.uid));
+        scopes.reverse();
+        let q = ListQuery {
+            visible: Some(scopes),
+            ..query(UidpFilter::default())
+        };
+        let all = b.list_all(&q, 500).await;
+        assert_eq!(all.len(), 1_191, "{}: the visible teams and the inner group", b.name);
+        assert!(all.iter().all(|g| g.uid != org.uid && g.uid != other.uid), "{}", b.name);
+        assert!(all.iter().any(|g| g.uid == inner.uid), "{}", b.name);
+        assert!(!all.iter().any(|g| g.uid == teams[1_195].uid), "{}", b.name);
+    }
+}

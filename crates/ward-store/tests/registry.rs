@@ -8,7 +8,7 @@ use ward_core::Error;
 use ward_core::listing::{FilterValue, ListQuery};
 use ward_core::uidp::Uidp;
 use ward_store::registry::{
-    BLOB_TYPE, MANIFEST_TYPE, ManifestLinks, ManifestRecord, RepoPatch, RepoRecord, TagRecord, UploadRecord,
+    BLOB_TYPE, MANIFEST_TYPE, ManifestLinks, ManifestRecord, RepoPatch, RepoRecord, TagRecord, UploadCaps, UploadRecord,
 };
 use ward_store::testing;
 use ward_store::{GroupRecord, Store};
@@ -178,6 +178,7 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
         let (cfg, layer, m1, m2, idx) = (digest('a'), digest('b'), digest('c'), digest('d'), digest('e'));
         let links = ManifestLinks {
             blobs: vec![cfg.clone(), layer.clone()],
+            blob_sizes: vec![10, 20],
             manifests: vec![],
         };
         // A missing blob refuses the manifest, and its tag with it.
@@ -196,6 +197,21 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
 
         s.link_blob(&r.uid, &layer, 20, T0).await.unwrap();
         assert_eq!(s.repo_blob(&r.uid, &layer).await.unwrap(), Some(20));
+        // A descriptor whose size is not its blob's refuses the manifest.
+        let lying = ManifestLinks {
+            blob_sizes: vec![10_000, 20],
+            ..links.clone()
+        };
+        let e = s
+            .put_manifest(&manifest(&r.uid, &m1, None), &lying, Some(&tag(&ru, "v1", &m1, T0)))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::FailedPrecondition(v) if v[0].kind == ward_store::registry::BLOB_SIZE_MISMATCH),
+            "{}: {e:?}",
+            b.name
+        );
+        assert!(s.get_manifest(&r.uid, &m1).await.unwrap().is_none(), "{}", b.name);
         let t = s
             .put_manifest(&manifest(&r.uid, &m1, None), &links, Some(&tag(&ru, "v1", &m1, T0)))
             .await
@@ -212,6 +228,7 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
         // An index needs its children in the repo.
         let children = ManifestLinks {
             blobs: vec![],
+            blob_sizes: vec![],
             manifests: vec![m1.clone(), m2.clone()],
         };
         let e = s
@@ -370,6 +387,53 @@ async fn tag_history_records_each_move_and_goes_with_the_tag() {
     }
 }
 
+const CAPS: UploadCaps = UploadCaps {
+    per_creator: 100,
+    per_repo: 100,
+};
+
+/// Each identity and each repo holds at most its cap of open sessions; a
+/// finished one frees its slot.
+#[tokio::test(flavor = "multi_thread")]
+async fn upload_sessions_are_capped_per_creator_and_repo() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let o = org(s).await;
+        let (r1, r2) = (repo(&o, "one"), repo(&o, "two"));
+        s.create_repo(&r1).await.unwrap();
+        s.create_repo(&r2).await.unwrap();
+        let caps = UploadCaps {
+            per_creator: 3,
+            per_repo: 4,
+        };
+        let session = |repo: &RepoRecord, i: usize| UploadRecord {
+            uuid: format!("{i:032x}"),
+            repo_uid: repo.uid.clone(),
+            size: 0,
+            create_time: T0,
+            update_time: T0,
+        };
+        for i in 0..3 {
+            s.create_upload(&session(&r1, i), "alice", caps).await.unwrap();
+        }
+        let e = s.create_upload(&session(&r2, 3), "alice", caps).await.unwrap_err();
+        assert!(matches!(e, Error::ResourceExhausted(_)), "{}: {e:?}", b.name);
+        assert!(
+            s.get_upload(&format!("{:032x}", 3)).await.unwrap().is_none(),
+            "{}",
+            b.name
+        );
+        // Another identity still may, until the repo's own cap.
+        s.create_upload(&session(&r1, 4), "bob", caps).await.unwrap();
+        let e = s.create_upload(&session(&r1, 5), "bob", caps).await.unwrap_err();
+        assert!(matches!(e, Error::ResourceExhausted(_)), "{}: {e:?}", b.name);
+        s.create_upload(&session(&r2, 6), "bob", caps).await.unwrap();
+        // A finished session gives its slot back.
+        assert!(s.delete_upload(&format!("{:032x}", 0)).await.unwrap());
+        s.create_upload(&session(&r2, 7), "alice", caps).await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn uploads_advance_only_from_where_they_are() {
     for b in backends().await {
@@ -384,7 +448,7 @@ async fn uploads_advance_only_from_where_they_are() {
             create_time: T0,
             update_time: T0,
         };
-        s.create_upload(&u).await.unwrap();
+        s.create_upload(&u, "someone", CAPS).await.unwrap();
         assert!(s.advance_upload(&u.uuid, 0, 10, T0 + 1).await.unwrap());
         assert!(
             !s.advance_upload(&u.uuid, 0, 20, T0 + 2).await.unwrap(),
@@ -400,7 +464,10 @@ async fn uploads_advance_only_from_where_they_are() {
         orphan.uuid = "fedcba9876543210fedcba9876543210".into();
         orphan.repo_uid = o.new_child().into();
         assert!(
-            matches!(s.create_upload(&orphan).await, Err(Error::NotFound { .. })),
+            matches!(
+                s.create_upload(&orphan, "someone", CAPS).await,
+                Err(Error::NotFound { .. })
+            ),
             "{}",
             b.name
         );

@@ -435,10 +435,14 @@ async fn a_wrong_verifier_does_not_spend_a_headless_login() {
 }
 
 // ---------------------------------------------------------------------------
-// 6. Headless logins in progress, per provider
+// 6. Headless logins in progress, per client and per provider
 
+/// Rule: one client address holds at most MAX_DEVICE_LOGINS_PER_CLIENT
+/// pending headless logins; others (another address, another provider)
+/// still start theirs, so anonymous starts from one place cannot block a
+/// provider's logins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn headless_logins_are_capped_per_provider() {
+async fn headless_logins_are_capped_per_client() {
     for s in dev_servers().await {
         let b = s.backend;
         let viewer = role_uid("viewer");
@@ -448,15 +452,66 @@ async fn headless_logins_are_capped_per_provider() {
         let x = create_test_idp(&s, &idp, &x_org, &viewer).await;
         let y = create_test_idp(&s, &idp, &y_org, &viewer).await;
         let challenge = s256(&verifier());
+        let attacker: std::net::IpAddr = [127, 0, 0, 2].into();
+        let person: std::net::IpAddr = [127, 0, 0, 3].into();
+        let cap = ward_store::people::MAX_DEVICE_LOGINS_PER_CLIENT;
 
-        for n in 1..=100 {
-            let r = device_start(&s, &x, &challenge).await;
+        for n in 1..=cap {
+            let r = common::people::device_start_from(&s, &x, &challenge, attacker).await;
             assert_eq!(r.status, StatusCode::OK, "[{b}] headless login {n} at acme: {r:?}");
+        }
+        for provider in [&x, &y] {
+            let r = common::people::device_start_from(&s, provider, &challenge, attacker).await;
+            assert_oauth_error(
+                b,
+                "one more headless login from the same client",
+                &r,
+                StatusCode::TOO_MANY_REQUESTS,
+                "temporarily_unavailable",
+            );
+        }
+        let r = common::people::device_start_from(&s, &x, &challenge, person).await;
+        assert_eq!(r.status, StatusCode::OK, "[{b}] acme's people still log in: {r:?}");
+        assert!(r.json()["device_code"].is_string(), "[{b}] {r:?}");
+    }
+}
+
+/// Rule: a provider holds at most MAX_DEVICE_LOGINS pending headless logins
+/// however many clients start them; other providers are unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_logins_are_capped_per_provider() {
+    use ward_store::people::{DeviceLoginRecord, MAX_DEVICE_LOGINS};
+    for s in dev_servers().await {
+        let b = s.backend;
+        let viewer = role_uid("viewer");
+        let idp = TestIdp::start().await;
+        let x_org = verified_org(&s, "acme").await;
+        let y_org = verified_org(&s, "contoso").await;
+        let x = create_test_idp(&s, &idp, &x_org, &viewer).await;
+        let y = create_test_idp(&s, &idp, &y_org, &viewer).await;
+        let challenge = s256(&verifier());
+        // Fill acme's pending logins straight in the store, each from its own
+        // client (the API route would take thousands of addresses).
+        let now = s.ward().clock.now_millis();
+        for n in 0..MAX_DEVICE_LOGINS {
+            let record = DeviceLoginRecord {
+                id: format!("{n:064x}"),
+                user_code: format!("FILL-{n:05}"),
+                idp_uid: x.clone(),
+                challenge: challenge.clone(),
+                handoff: None,
+                expire_time: now + 600_000,
+            };
+            s.ward()
+                .store
+                .create_device_login(&record, &format!("client-{n}"), now)
+                .await
+                .unwrap_or_else(|e| panic!("[{b}] pending login {n}: {e:?}"));
         }
         let r = device_start(&s, &x, &challenge).await;
         assert_oauth_error(
             b,
-            "the 101st headless login at acme",
+            "a headless login past acme's cap",
             &r,
             StatusCode::TOO_MANY_REQUESTS,
             "temporarily_unavailable",

@@ -401,6 +401,77 @@ async fn connection_cap_queues_and_idle_eviction_frees_slots() {
     }
 }
 
+/// Rule: an HTTP/2 connection that sends its preface and SETTINGS but never a
+/// request is closed after the header-read timeout, like a silent HTTP/1
+/// one, not after the (much longer) idle timeout: such connections cannot
+/// hold the connection slots.
+#[tokio::test]
+async fn http2_connections_without_a_request_get_the_header_timeout() {
+    let s = server_with(|cfg| {
+        cfg.header_read_timeout_secs = 1;
+        cfg.idle_timeout_secs = 600;
+    })
+    .await;
+    let mut stream = TcpStream::connect(s.addr()).await.expect("connect");
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .expect("preface");
+    // An empty SETTINGS frame: length 0, type 4, no flags, stream 0.
+    stream.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.expect("settings");
+    expect_closed(&mut stream, "an HTTP/2 connection that sends no request").await;
+}
+
+/// Rule: one client address holds at most `max_connections_per_client`
+/// connections; one more is closed at once, while other work goes on, so one
+/// client cannot take every slot of `max_connections`.
+#[tokio::test]
+async fn one_client_holds_at_most_its_share_of_connections() {
+    let s = server_with(|cfg| {
+        cfg.max_connections = 64;
+        cfg.max_connections_per_client = 4;
+        cfg.header_read_timeout_secs = 600;
+        cfg.idle_timeout_secs = 600;
+    })
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut c = TcpStream::connect(s.addr()).await.expect("connect");
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("request");
+        let mut buf = [0u8; 512];
+        let n = bounded(BOUND, "a connection within the cap is served", c.read(&mut buf))
+            .await
+            .expect("read");
+        assert!(
+            buf[..n].starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+        held.push(c);
+    }
+    let mut over = TcpStream::connect(s.addr()).await.expect("connect");
+    let _ = over.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let mut buf = [0u8; 512];
+    let n = bounded(BOUND, "the connection over the cap is closed", over.read(&mut buf))
+        .await
+        .unwrap_or(0);
+    assert_eq!(n, 0, "served over the cap: {}", String::from_utf8_lossy(&buf[..n]));
+    // A slot given back is a slot to take again.
+    drop(held.pop());
+    let ok = bounded(BOUND, "a request once a slot is free", async {
+        loop {
+            match reqwest::get(format!("{}/healthz", s.base)).await {
+                Ok(r) => return r.status(),
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    })
+    .await;
+    assert_eq!(ok, StatusCode::OK);
+}
+
 // ---------------------------------------------------------------------------
 // 2. HTTP/1.1 connection reuse.
 

@@ -221,7 +221,10 @@ async fn token(State(ward): State<Arc<Ward>>, req: Request) -> Response {
         scopes: caller.claims.scopes.clone(),
         cap: Some(cap),
         access: Some(access),
-        roles: None,
+        // A person's session roles (mapped from their identity provider's
+        // groups) are part of what they hold: the registry token keeps them,
+        // or a push right that comes from a mapping would be lost here.
+        roles: caller.claims.roles.clone(),
     };
     let now = ward.clock.now_secs();
     match ward.tokens.mint_grant(&grant) {

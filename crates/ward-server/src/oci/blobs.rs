@@ -170,7 +170,7 @@ pub(crate) async fn start_upload(ward: &Ward, caller: &Caller, name: &str, req: 
         ward.oci_put_blob(&repo, &digest, body_stream(req)).await?;
         return Ok(created(name, digest.as_str()));
     }
-    let u = ward.oci_start_upload(&repo).await?;
+    let u = ward.oci_start_upload(caller, &repo).await?;
     Ok(in_progress(StatusCode::ACCEPTED, name, &u.uuid, u.size))
 }
 

@@ -299,10 +299,19 @@ pub(crate) fn challenge(ward: &Ward, scope: Option<&str>) -> String {
         ward.tokens.issuer(),
         registry_host(ward)
     );
-    if let Some(s) = scope {
+    // A scope names a repository from the request's path: only the
+    // characters scopes are made of may reach the header, so no path can
+    // close the quoted value and add parameters (a second `realm`).
+    if let Some(s) = scope.filter(|s| is_scope_text(s)) {
         c.push_str(&format!(",scope=\"{s}\""));
     }
     c
+}
+
+/// Whether `s` holds only what a registry scope is made of: repository-name
+/// characters, `:` between its parts, `,` between actions and `*`.
+fn is_scope_text(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 1024 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-/:,*".contains(&b))
 }
 
 /// The scope a request needs, for its challenge.
@@ -499,6 +508,21 @@ pub(crate) fn header_value(s: &str) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::{Route, route};
+
+    #[test]
+    fn challenges_carry_only_scope_text() {
+        assert!(super::is_scope_text("repository:0123/app:pull,push"));
+        assert!(super::is_scope_text("registry:catalog:*"));
+        for bad in [
+            "repository:a\",realm=\"http://evil/x:pull",
+            "repository:a b:pull",
+            "repository:a\\:pull",
+            "repository:a\r\nX: y:pull",
+            "",
+        ] {
+            assert!(!super::is_scope_text(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn routes() {

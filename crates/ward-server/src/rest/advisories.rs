@@ -376,12 +376,22 @@ async fn osv(
 ) -> std::result::Result<Response, ApiError> {
     q.finish()?;
     match file.as_str() {
-        "all.json" => Ok(Json(w.osv_all(c.as_ref()).await?).into_response()),
+        "all.json" => {
+            let docs = w.osv_export(c.as_ref()).await?;
+            let mut body = Vec::with_capacity(docs.iter().map(|(_, d)| d.len() + 1).sum::<usize>() + 2);
+            body.push(b'[');
+            for (i, (_, d)) in docs.iter().enumerate() {
+                if i > 0 {
+                    body.push(b',');
+                }
+                body.extend_from_slice(d);
+            }
+            body.push(b']');
+            Ok(([(http::header::CONTENT_TYPE, "application/json")], body).into_response())
+        }
         "all.zip" => {
-            let docs = w.osv_all(c.as_ref()).await?;
-            let bytes = tokio::task::spawn_blocking(move || zip_documents(&docs))
-                .await
-                .map_err(Error::internal)??;
+            let docs = w.osv_export(c.as_ref()).await?;
+            let bytes = w.cpu(move || zip_documents(&docs)).await??;
             Ok((
                 [
                     (http::header::CONTENT_TYPE, "application/zip"),
@@ -399,15 +409,13 @@ async fn osv(
 }
 
 /// A zip of `<id>.json` files.
-fn zip_documents(docs: &[serde_json::Value]) -> Result<Vec<u8>> {
+fn zip_documents(docs: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
     use std::io::Write;
     let mut out = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
-    for d in docs {
-        let id = d.get("id").and_then(|v| v.as_str()).unwrap_or_default();
+    for (id, text) in docs {
         out.start_file(format!("{id}.json"), options).map_err(Error::internal)?;
-        let text = serde_json::to_vec_pretty(d).map_err(Error::internal)?;
-        out.write_all(&text).map_err(Error::internal)?;
+        out.write_all(text).map_err(Error::internal)?;
     }
     Ok(out.finish().map_err(Error::internal)?.into_inner())
 }

@@ -252,6 +252,11 @@ async fn device_confirm(State(w): State<Arc<Ward>>, headers: http::HeaderMap, re
 
 /// `POST /oauth/device/code` (the CLI): a headless login's codes.
 async fn device_code(State(w): State<Arc<Ward>>, req: Request) -> Response {
+    let client = req
+        .extensions()
+        .get::<crate::serve::ClientAddr>()
+        .map(|c| c.0.to_string())
+        .unwrap_or_default();
     let Ok(body) = axum::body::to_bytes(req.into_body(), 4096).await else {
         return oauth_error(
             http::StatusCode::BAD_REQUEST,
@@ -275,7 +280,7 @@ async fn device_code(State(w): State<Arc<Ward>>, req: Request) -> Response {
             "code_challenge_method must be S256",
         );
     }
-    match w.device_start(&idp, &challenge).await {
+    match w.device_start(&idp, &challenge, &client).await {
         Ok(start) => {
             let mut resp = axum::Json(start).into_response();
             resp.headers_mut()

@@ -474,10 +474,33 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
 }
 
 impl JsonBody {
-    /// The top-level keys present (for a body-derived update mask). A key
-    /// `*` is not a field, so it never stands for "every field" here.
+    /// The field paths present (for a body-derived update mask): every key,
+    /// and below an object its keys as `parent.child`, so a body
+    /// `{"oidc": {"clientSecret": …}}` names `oidc.clientSecret` as a mask
+    /// would. A key `*` is not a field, so it never stands for "every
+    /// field" here; a key holding a `.` is no field either.
     pub fn keys(&self) -> Vec<String> {
-        self.0.keys().filter(|k| k.as_str() != "*").cloned().collect()
+        fn walk(m: &serde_json::Map<String, serde_json::Value>, prefix: &str, depth: usize, out: &mut Vec<String>) {
+            for (k, v) in m {
+                if k == "*" || k.contains('.') {
+                    continue;
+                }
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                if let serde_json::Value::Object(inner) = v
+                    && depth < MAX_MASK_DEPTH
+                {
+                    walk(inner, &path, depth + 1, out);
+                }
+                out.push(path);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.0, "", 1, &mut out);
+        out
     }
 
     /// The body as a proto message (proto3 JSON; unknown fields are ignored).
@@ -508,6 +531,10 @@ pub fn strip_nulls(v: &mut serde_json::Value, depth: usize) {
         _ => {}
     }
 }
+
+/// Deepest field path a body-derived update mask names (`a.b.c`): the
+/// deepest mutable field of any resource is two deep.
+const MAX_MASK_DEPTH: usize = 3;
 
 /// Refuses a content type other than JSON (415).
 pub fn json_content_type(ct: &str) -> Result<(), ApiError> {

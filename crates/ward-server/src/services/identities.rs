@@ -376,21 +376,20 @@ impl Ward {
         if let Some(p) = self.patterns.get(pattern) {
             return Ok(p);
         }
-        // At most one compile per core at a time: a burst of requests queues
-        // here instead of multiplying memory and threads.
-        let _permit = self
-            .compile_permits
-            .acquire()
-            .await
-            .map_err(|_| "could not be compiled".to_owned())?;
-        if let Some(p) = self.patterns.get(pattern) {
-            return Ok(p);
-        }
+        // Compiled off the async workers, one per core at a time (a burst
+        // queues instead of multiplying memory and threads); the cache is
+        // checked again when a permit frees up in case another request just
+        // compiled it.
         let owned = pattern.to_owned();
-        let compiled = tokio::task::spawn_blocking(move || Pattern::compile(&owned))
+        let patterns = self.patterns.clone();
+        let compiled = self
+            .cpu(move || {
+                patterns
+                    .get(&owned)
+                    .map_or_else(|| Pattern::compile(&owned).map(Arc::new), Ok)
+            })
             .await
             .map_err(|_| "could not be compiled".to_owned())??;
-        let compiled = Arc::new(compiled);
         self.patterns.insert(pattern.to_owned(), compiled.clone());
         Ok(compiled)
     }

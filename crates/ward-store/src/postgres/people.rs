@@ -9,7 +9,8 @@ use super::{PostgresStore, bind_identity, insert_binding, insert_identity_sql, l
 use crate::people::{
     AccessRequestRecord, DeviceLoginRecord, GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord,
     GroupMappingRecord, IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, IdentityProviderRecord, MAX_DEVICE_LOGINS,
-    MAX_DIRECTORY_ROWS, MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord, TermsRecord,
+    MAX_DEVICE_LOGINS_PER_CLIENT, MAX_DIRECTORY_ROWS, MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord,
+    TermsRecord,
 };
 use crate::sql::{GROUP_INVITE_COLUMNS, GROUP_MAPPING_COLUMNS, IDENTITY_PROVIDER_COLUMNS, PERSON_COLUMNS};
 use crate::{IDENTITY_TYPE, IdentityRecord, ROLE_TYPE, RoleBindingRecord, db_err};
@@ -442,7 +443,7 @@ impl PeopleStore for PostgresStore {
         .map_err(|e| db_err("group access requests", e))
     }
 
-    async fn create_device_login(&self, r: &DeviceLoginRecord, now_ms: i64) -> Result<()> {
+    async fn create_device_login(&self, r: &DeviceLoginRecord, client: &str, now_ms: i64) -> Result<()> {
         let mut tx = self.begin().await?;
         // One start at a time: the count holds until commit.
         sqlx::query("LOCK TABLE device_logins IN SHARE ROW EXCLUSIVE MODE")
@@ -454,6 +455,14 @@ impl PeopleStore for PostgresStore {
             .execute(&mut *tx)
             .await
             .map_err(|e| db_err("forget expired headless logins", e))?;
+        let (from_client,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM device_logins WHERE client = $1")
+            .bind(client)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| db_err("count headless logins", e))?;
+        if from_client >= MAX_DEVICE_LOGINS_PER_CLIENT {
+            return Err(crate::people::too_many_device_logins_from_client());
+        }
         let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM device_logins WHERE idp_uid = $1")
             .bind(&r.idp_uid)
             .fetch_one(&mut *tx)
@@ -465,14 +474,15 @@ impl PeopleStore for PostgresStore {
             ));
         }
         let inserted = sqlx::query(
-            "INSERT INTO device_logins (id, user_code, idp_uid, challenge, handoff, expire_time) \
-             VALUES ($1, $2, $3, $4, NULL, $5) ON CONFLICT DO NOTHING",
+            "INSERT INTO device_logins (id, user_code, idp_uid, challenge, handoff, expire_time, client) \
+             VALUES ($1, $2, $3, $4, NULL, $5, $6) ON CONFLICT DO NOTHING",
         )
         .bind(&r.id)
         .bind(&r.user_code)
         .bind(&r.idp_uid)
         .bind(&r.challenge)
         .bind(r.expire_time)
+        .bind(client)
         .execute(&mut *tx)
         .await
         .map_err(|e| db_err("start headless login", e))?

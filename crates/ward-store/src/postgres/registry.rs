@@ -11,7 +11,7 @@ use ward_core::{Error, Result};
 use super::{PostgresStore, lock};
 use crate::registry::{
     BLOB_TYPE, MANIFEST_TYPE, MAX_TAG_HISTORY, ManifestLinks, ManifestRecord, REPO_TYPE, RegistryStore, RepoPatch,
-    RepoRecord, TagHistoryRecord, TagRecord, UploadRecord, repo_exists, tag_flags,
+    RepoRecord, TagHistoryRecord, TagRecord, UploadCaps, UploadRecord, repo_exists, tag_flags,
 };
 use crate::sql::{self, Dialect, REPO_COLUMNS, TAG_COLUMNS};
 use crate::{GROUP_TYPE, db_err};
@@ -294,11 +294,23 @@ impl RegistryStore for PostgresStore {
         if !lock(&mut tx, "repos", &m.repo_uid, "FOR SHARE").await? {
             return Err(Error::not_found(REPO_TYPE, m.repo_uid.clone()));
         }
-        for b in &links.blobs {
+        for (i, b) in links.blobs.iter().enumerate() {
             // FOR SHARE: a concurrent unlink waits for this manifest.
-            let sql = "SELECT 1 FROM repo_blobs WHERE repo_uid = $1 AND digest = $2 FOR SHARE";
-            if !has_row(&mut tx, sql, &m.repo_uid, b).await? {
-                return Err(Error::not_found(BLOB_TYPE, b.clone()));
+            let linked: Option<(i64,)> = sqlx::query_as(
+                "SELECT b.size FROM repo_blobs r JOIN blobs b ON b.digest = r.digest \
+                 WHERE r.repo_uid = $1 AND r.digest = $2 FOR SHARE OF r",
+            )
+            .bind(&m.repo_uid)
+            .bind(b)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| db_err("check a manifest's blob", e))?;
+            match (linked, links.blob_sizes.get(i)) {
+                (None, _) => return Err(Error::not_found(BLOB_TYPE, b.clone())),
+                (Some((stored,)), Some(&declared)) if stored != declared => {
+                    return Err(crate::registry::blob_size_mismatch(b, declared, stored));
+                }
+                _ => {}
             }
         }
         for child in &links.manifests {
@@ -463,20 +475,50 @@ impl RegistryStore for PostgresStore {
         Ok(rows.into_iter().map(|(n,)| n).collect())
     }
 
-    async fn create_upload(&self, u: &UploadRecord) -> Result<()> {
+    async fn create_upload(&self, u: &UploadRecord, creator: &str, caps: UploadCaps) -> Result<()> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "repos", &u.repo_uid, "FOR SHARE").await? {
             return Err(Error::not_found(REPO_TYPE, u.repo_uid.clone()));
         }
-        sqlx::query("INSERT INTO uploads (uuid, repo_uid, size, create_time, update_time) VALUES ($1, $2, $3, $4, $5)")
-            .bind(&u.uuid)
-            .bind(&u.repo_uid)
-            .bind(u.size)
-            .bind(u.create_time)
-            .bind(u.update_time)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| db_err("insert upload", e))?;
+        // Counted under transaction-scoped advisory locks on the creator and
+        // the repo, so concurrent creates (on any replica) cannot both pass
+        // the last free slot.
+        sqlx::query(
+            "SELECT pg_advisory_xact_lock(hashtext('upload:' || $1)), pg_advisory_xact_lock(hashtext('upload:' || $2))",
+        )
+        .bind(creator)
+        .bind(&u.repo_uid)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("lock upload counts", e))?;
+        let (by_creator, by_repo): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM uploads WHERE creator = $1), \
+                    (SELECT count(*) FROM uploads WHERE repo_uid = $2)",
+        )
+        .bind(creator)
+        .bind(&u.repo_uid)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| db_err("count uploads", e))?;
+        if by_creator >= i64::from(caps.per_creator) {
+            return Err(crate::registry::too_many_uploads("this identity", caps.per_creator));
+        }
+        if by_repo >= i64::from(caps.per_repo) {
+            return Err(crate::registry::too_many_uploads("this repository", caps.per_repo));
+        }
+        sqlx::query(
+            "INSERT INTO uploads (uuid, repo_uid, size, create_time, update_time, creator) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&u.uuid)
+        .bind(&u.repo_uid)
+        .bind(u.size)
+        .bind(u.create_time)
+        .bind(u.update_time)
+        .bind(creator)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("insert upload", e))?;
         Self::commit(tx).await
     }
 

@@ -10,7 +10,8 @@ use super::{SqliteStore, exists, insert_binding};
 use crate::people::{
     AccessRequestRecord, DeviceLoginRecord, GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord,
     GroupMappingRecord, IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, IdentityProviderRecord, MAX_DEVICE_LOGINS,
-    MAX_DIRECTORY_ROWS, MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord, TermsRecord,
+    MAX_DEVICE_LOGINS_PER_CLIENT, MAX_DIRECTORY_ROWS, MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord,
+    TermsRecord,
 };
 use crate::sql::{GROUP_INVITE_COLUMNS, GROUP_MAPPING_COLUMNS, IDENTITY_PROVIDER_COLUMNS, PERSON_COLUMNS};
 use crate::{GROUP_TYPE, IDENTITY_TYPE, IdentityRecord, ROLE_TYPE, RoleBindingRecord};
@@ -592,25 +593,24 @@ impl PeopleStore for SqliteStore {
         .await
     }
 
-    async fn create_device_login(&self, r: &DeviceLoginRecord, now_ms: i64) -> Result<()> {
-        let r = r.clone();
+    async fn create_device_login(&self, r: &DeviceLoginRecord, client: &str, now_ms: i64) -> Result<()> {
+        let (r, client) = (r.clone(), client.to_owned());
         self.write("start headless login", move |c| {
             let tx = c.savepoint()?;
             tx.execute("DELETE FROM device_logins WHERE expire_time <= ?1", [now_ms])?;
-            let n: i64 = tx.query_row(
-                "SELECT COUNT(*) FROM device_logins WHERE idp_uid = ?1",
-                [&r.idp_uid],
-                |row| row.get(0),
-            )?;
-            if n >= MAX_DEVICE_LOGINS {
+            let count = |sql: &str, key: &str| -> rusqlite::Result<i64> { tx.query_row(sql, [key], |row| row.get(0)) };
+            if count("SELECT COUNT(*) FROM device_logins WHERE client = ?1", &client)? >= MAX_DEVICE_LOGINS_PER_CLIENT {
+                return Ok(Err(crate::people::too_many_device_logins_from_client()));
+            }
+            if count("SELECT COUNT(*) FROM device_logins WHERE idp_uid = ?1", &r.idp_uid)? >= MAX_DEVICE_LOGINS {
                 return Ok(Err(Error::ResourceExhausted(
                     "too many headless logins are in progress; try again in a few minutes".into(),
                 )));
             }
             let inserted = tx.execute(
-                "INSERT INTO device_logins (id, user_code, idp_uid, challenge, handoff, expire_time) \
-                 VALUES (?1, ?2, ?3, ?4, NULL, ?5) ON CONFLICT DO NOTHING",
-                params![r.id, r.user_code, r.idp_uid, r.challenge, r.expire_time],
+                "INSERT INTO device_logins (id, user_code, idp_uid, challenge, handoff, expire_time, client) \
+                 VALUES (?1, ?2, ?3, ?4, NULL, ?5, ?6) ON CONFLICT DO NOTHING",
+                params![r.id, r.user_code, r.idp_uid, r.challenge, r.expire_time, client],
             )?;
             if inserted == 0 {
                 return Ok(Err(Error::AlreadyExists {

@@ -10,7 +10,7 @@ use super::{SqliteStore, exists, values};
 use crate::GROUP_TYPE;
 use crate::registry::{
     BLOB_TYPE, MANIFEST_TYPE, MAX_TAG_HISTORY, ManifestLinks, ManifestRecord, REPO_TYPE, RegistryStore, RepoPatch,
-    RepoRecord, TagHistoryRecord, TagRecord, UploadRecord, repo_exists, tag_flags,
+    RepoRecord, TagHistoryRecord, TagRecord, UploadCaps, UploadRecord, repo_exists, tag_flags,
 };
 use crate::sql::{self, Dialect, REPO_COLUMNS, TAG_COLUMNS};
 
@@ -325,13 +325,20 @@ impl RegistryStore for SqliteStore {
             if !exists(&tx, "repos", &m.repo_uid)? {
                 return Ok(Err(Error::not_found(REPO_TYPE, m.repo_uid.clone())));
             }
-            for b in &links.blobs {
-                let linked = tx
-                    .prepare_cached("SELECT 1 FROM repo_blobs WHERE repo_uid = ?1 AND digest = ?2")?
-                    .query_row([&m.repo_uid, b], |_| Ok(()))
+            for (i, b) in links.blobs.iter().enumerate() {
+                let linked: Option<i64> = tx
+                    .prepare_cached(
+                        "SELECT b.size FROM repo_blobs r JOIN blobs b ON b.digest = r.digest \
+                         WHERE r.repo_uid = ?1 AND r.digest = ?2",
+                    )?
+                    .query_row([&m.repo_uid, b], |r| r.get(0))
                     .optional()?;
-                if linked.is_none() {
-                    return Ok(Err(Error::not_found(BLOB_TYPE, b.clone())));
+                match (linked, links.blob_sizes.get(i)) {
+                    (None, _) => return Ok(Err(Error::not_found(BLOB_TYPE, b.clone()))),
+                    (Some(stored), Some(&declared)) if stored != declared => {
+                        return Ok(Err(crate::registry::blob_size_mismatch(b, declared, stored)));
+                    }
+                    _ => {}
                 }
             }
             for child in &links.manifests {
@@ -496,16 +503,29 @@ impl RegistryStore for SqliteStore {
         .await
     }
 
-    async fn create_upload(&self, u: &UploadRecord) -> Result<()> {
-        let u = u.clone();
+    async fn create_upload(&self, u: &UploadRecord, creator: &str, caps: UploadCaps) -> Result<()> {
+        let (u, creator) = (u.clone(), creator.to_owned());
         self.write("create upload", move |c| {
             let tx = c.savepoint()?;
             if !exists(&tx, "repos", &u.repo_uid)? {
                 return Ok(Err(Error::not_found(REPO_TYPE, u.repo_uid.clone())));
             }
+            let count = |sql: &str, key: &str| -> rusqlite::Result<i64> {
+                tx.prepare_cached(sql)?.query_row([key], |r| r.get(0))
+            };
+            if count("SELECT count(*) FROM uploads WHERE creator = ?1", &creator)? >= i64::from(caps.per_creator) {
+                return Ok(Err(crate::registry::too_many_uploads(
+                    "this identity",
+                    caps.per_creator,
+                )));
+            }
+            if count("SELECT count(*) FROM uploads WHERE repo_uid = ?1", &u.repo_uid)? >= i64::from(caps.per_repo) {
+                return Ok(Err(crate::registry::too_many_uploads("this repository", caps.per_repo)));
+            }
             tx.execute(
-                "INSERT INTO uploads (uuid, repo_uid, size, create_time, update_time) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![u.uuid, u.repo_uid, u.size, u.create_time, u.update_time],
+                "INSERT INTO uploads (uuid, repo_uid, size, create_time, update_time, creator) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![u.uuid, u.repo_uid, u.size, u.create_time, u.update_time, creator],
             )?;
             tx.commit()?;
             Ok(Ok(()))

@@ -363,15 +363,26 @@ pub async fn login(s: &TestServer, idp: &TestIdp, idp_id: &str, username: &str, 
 
 /// `POST /oauth/device/code`: a headless login's start, as the CLI asks.
 pub async fn device_start(s: &TestServer, idp_id: &str, challenge: &str) -> Reply {
-    post_form(
-        &format!("{}/oauth/device/code", s.base),
-        &[
+    device_start_from(s, idp_id, challenge, std::net::Ipv4Addr::LOCALHOST.into()).await
+}
+
+/// [`device_start`] from the client address `from` (any of 127.0.0.0/8
+/// reaches a server on 127.0.0.1).
+pub async fn device_start_from(s: &TestServer, idp_id: &str, challenge: &str, from: std::net::IpAddr) -> Reply {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(from)
+        .build()
+        .expect("http client");
+    let req = client
+        .post(format!("{}/oauth/device/code", s.base))
+        .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(form(&[
             ("idp_id", idp_id),
             ("code_challenge", challenge),
             ("code_challenge_method", "S256"),
-        ],
-    )
-    .await
+        ]));
+    reply(req).await
 }
 
 /// `POST /oauth/token` with a device code: the CLI's poll.

@@ -28,6 +28,13 @@ const FEED_BUDGET: usize = 16 * 1024 * 1024;
 pub const MAX_METADATA_IDS: usize = 1000;
 /// Most advisories one feed answer holds.
 const MAX_FEED: u32 = 1000;
+/// Most bytes of OSV documents one export (`/osv/all.json`, `/osv/all.zip`)
+/// holds; a larger one is refused (FAILED_PRECONDITION `EXPORT_TOO_LARGE`)
+/// and the paged feed serves it instead. The public Wolfi corpus (30,030
+/// advisories) exports to about 25 MB.
+pub const MAX_EXPORT_BYTES: usize = 64 * 1024 * 1024;
+/// Exports running at once on one server; one more is RESOURCE_EXHAUSTED.
+pub const EXPORTS_AT_ONCE: usize = 2;
 
 fn rfc3339(t: Option<&Timestamp>) -> String {
     let ms = t.map_or(0, Timestamp::to_millis);
@@ -204,10 +211,50 @@ impl Ward {
             .ok_or_else(not_found)
     }
 
-    /// Every published advisory `caller` may read, as OSV documents.
-    pub async fn osv_all(&self, caller: Option<&Caller>) -> Result<Vec<Value>> {
-        let all = self.published(caller, Vec::new(), u32::MAX, usize::MAX).await?;
-        Ok(all.iter().filter_map(|(_, a)| self.osv_document(a)).collect())
+    /// Every published advisory `caller` may read, as OSV documents (each
+    /// compact JSON, with its id), in uid order. Read a page at a time: only
+    /// one page's events are in memory beside the documents made so far,
+    /// which are bounded by [`MAX_EXPORT_BYTES`]; at most
+    /// [`EXPORTS_AT_ONCE`] run at once.
+    pub async fn osv_export(&self, caller: Option<&Caller>) -> Result<Vec<(String, Vec<u8>)>> {
+        let _permit = self.export_permits.try_acquire().map_err(|_| {
+            Error::ResourceExhausted(format!(
+                "{EXPORTS_AT_ONCE} exports are running on this server; retry shortly"
+            ))
+        })?;
+        let mut q = ListQuery {
+            page_size: EXPORT_PAGE,
+            visible: self.feed_scopes(caller),
+            ..Default::default()
+        };
+        q.filters.push(("delete_time", FilterValue::IsNull(true)));
+        q.filters.push(("latest_type", FilterValue::AtLeast(1)));
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        loop {
+            let mut page = self.store.list_advisories(&q).await?;
+            let next = page.next.take();
+            for a in self.with_events(page.items).await? {
+                let Some(doc) = self.osv_document(&a) else { continue };
+                let text = serde_json::to_vec(&doc).map_err(Error::internal)?;
+                bytes += text.len();
+                if bytes > MAX_EXPORT_BYTES {
+                    return Err(Error::precondition(
+                        "EXPORT_TOO_LARGE",
+                        "/osv/all.json",
+                        format!(
+                            "the published advisories exceed {MAX_EXPORT_BYTES} bytes of OSV; \
+                             read them through /advisory/v2/documents or /osv/<id>.json"
+                        ),
+                    ));
+                }
+                out.push((a.advisory_id, text));
+            }
+            match next {
+                Some(c) => q.after = Some(c),
+                None => return Ok(out),
+            }
+        }
     }
 
     /// `GET /advisory/v2/documents`: published advisories of one origin

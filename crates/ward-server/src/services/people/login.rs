@@ -487,8 +487,9 @@ impl Ward {
     }
 
     /// Headless login, step 1 (the CLI): a device login, with the user code
-    /// the person types in a browser anywhere.
-    pub async fn device_start(&self, idp_id: &str, code_challenge: &str) -> Result<DeviceStart> {
+    /// the person types in a browser anywhere. `client` is the address that
+    /// asks (each holds at most a few pending logins).
+    pub async fn device_start(&self, idp_id: &str, code_challenge: &str, client: &str) -> Result<DeviceStart> {
         check_challenge(code_challenge)?;
         let idp = self.login_provider(idp_id).await?;
         let now_ms = self.clock.now_millis();
@@ -504,7 +505,7 @@ impl Ward {
                 handoff: None,
                 expire_time: now_ms + LOGIN_TTL_SECS * 1000,
             };
-            match self.store.create_device_login(&record, now_ms).await {
+            match self.store.create_device_login(&record, client, now_ms).await {
                 Ok(()) => {
                     let verification_uri = format!("{}/oauth/device", self.tokens.issuer());
                     return Ok(DeviceStart {

@@ -28,8 +28,15 @@ use ward_store::registry::{
 use crate::authz::Caller;
 use crate::ward::Ward;
 
-/// Most organizations one name is looked up among.
-const MAX_NAMED_ORGS: u32 = 200;
+/// Most upload sessions one identity holds open at once.
+pub const MAX_UPLOADS_PER_IDENTITY: u32 = 128;
+/// Most upload sessions open at once in one repository.
+pub const MAX_UPLOADS_PER_REPO: u32 = 256;
+/// An upload session untouched this long expires (its bytes are removed).
+pub const UPLOAD_TTL_MS: i64 = 24 * 3600 * 1000;
+/// How often a server looks for expired upload sessions.
+pub const UPLOAD_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Largest manifest accepted.
 pub const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
 /// Most descriptors one manifest may name.
@@ -233,6 +240,24 @@ fn descriptor_digest(d: &Value, what: &str) -> OciResult<String> {
     })
 }
 
+/// Adds a config or layer descriptor to the blobs a manifest needs, with
+/// its declared size; one digest declared with two sizes is invalid.
+fn add_blob(links: &mut ManifestLinks, d: &Value, what: &str) -> OciResult<()> {
+    let digest = descriptor_digest(d, what)?;
+    let size = d.get("size").and_then(Value::as_i64).unwrap_or_default();
+    match links.blobs.iter().position(|b| *b == digest) {
+        Some(i) if links.blob_sizes[i] != size => Err(OciError::manifest_invalid(format!(
+            "{what}: {digest} is declared with two sizes"
+        ))),
+        Some(_) => Ok(()),
+        None => {
+            links.blobs.push(digest);
+            links.blob_sizes.push(size);
+            Ok(())
+        }
+    }
+}
+
 /// Layers that clients do not push (foreign / non-distributable).
 fn is_foreign(d: &Value) -> bool {
     d.get("mediaType")
@@ -283,7 +308,7 @@ fn parse_manifest(body: &[u8], content_type: Option<&str>) -> OciResult<Parsed> 
         let config = obj
             .get("config")
             .ok_or_else(|| OciError::manifest_invalid("an image manifest needs a config"))?;
-        links.blobs.push(descriptor_digest(config, "config")?);
+        add_blob(&mut links, config, "config")?;
         let layers = match obj.get("layers") {
             None => &Vec::new(),
             Some(l) => l
@@ -294,9 +319,10 @@ fn parse_manifest(body: &[u8], content_type: Option<&str>) -> OciResult<Parsed> 
             return Err(OciError::manifest_invalid(format!("at most {MAX_DESCRIPTORS} layers")));
         }
         for l in layers {
-            let d = descriptor_digest(l, "layers")?;
-            if !is_foreign(l) && !links.blobs.contains(&d) {
-                links.blobs.push(d);
+            if is_foreign(l) {
+                descriptor_digest(l, "layers")?;
+            } else {
+                add_blob(&mut links, l, "layers")?;
             }
         }
     }
@@ -416,14 +442,47 @@ impl Ward {
         if name.is_empty() || name.len() > 256 {
             return Ok(None);
         }
-        let all = match self.org_names.get(name) {
+        // Only the caller's own organizations are searched (the query says
+        // which), so organizations elsewhere with the same name, however
+        // many, cannot push the caller's out of the answer.
+        let mine: Option<Vec<Uidp>> = if caller.is_admin {
+            None
+        } else {
+            let mut roots: Vec<&str> = caller
+                .grants
+                .iter()
+                .map(|(s, _)| s.split('/').next().unwrap_or(s))
+                .collect();
+            roots.sort_unstable();
+            roots.dedup();
+            Some(roots.into_iter().filter_map(|r| Uidp::parse("org", r).ok()).collect())
+        };
+        if mine.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(None);
+        }
+        let key = match &mine {
+            None => format!("*\n{name}"),
+            Some(roots) => {
+                let mut k = String::with_capacity(name.len() + roots.len() * 41);
+                for r in roots {
+                    k.push_str(r.as_str());
+                    k.push(',');
+                }
+                k.push('\n');
+                k.push_str(name);
+                k
+            }
+        };
+        let found = match self.org_names.get(&key) {
             Some(hit) => hit,
             None => {
                 let q = ListQuery {
                     name: Some(name.to_owned()),
-                    page_size: MAX_NAMED_ORGS,
+                    // Two tell "exactly one" from "more than one".
+                    page_size: 2,
                     uidp: ward_core::listing::UidpFilter {
                         in_root: true,
+                        ids: mine.unwrap_or_default(),
                         ..Default::default()
                     },
                     ..ListQuery::default()
@@ -434,15 +493,12 @@ impl Ward {
                     .iter()
                     .filter_map(|g| Uidp::parse("org", &g.uid).ok())
                     .collect();
-                self.org_names.insert(name.to_owned(), found.clone());
+                self.org_names.insert(key, found.clone());
                 found
             }
         };
-        let mut mine = all
-            .iter()
-            .filter(|o| caller.is_admin || caller.grants.iter().any(|(s, _)| Uidp::is_within(s, o.as_str())));
-        Ok(match (mine.next(), mine.next()) {
-            (Some(one), None) => Some(one.clone()),
+        Ok(match &found[..] {
+            [one] => Some(one.clone()),
             _ => None,
         })
     }
@@ -644,6 +700,14 @@ impl Ward {
                     format!("blob unknown to registry: {name}"),
                 ))
             }
+            Err(ward_core::Error::FailedPrecondition(v))
+                if v.first()
+                    .is_some_and(|p| p.kind == ward_store::registry::BLOB_SIZE_MISMATCH) =>
+            {
+                Err(OciError::manifest_invalid(
+                    v.into_iter().next().map(|p| p.description).unwrap_or_default(),
+                ))
+            }
             Err(ward_core::Error::NotFound { resource_type, name }) if resource_type == MANIFEST_TYPE => {
                 Err(OciError::new(
                     400,
@@ -748,6 +812,10 @@ impl Ward {
         let Ok(source) = self.oci_target(caller, from).await else {
             return Ok(false);
         };
+        // A registry token names what it may pull from: a mount reads `from`.
+        if crate::oci::check_access(caller, &source, Action::Pull).is_err() {
+            return Ok(false);
+        }
         let Ok(src) = self.oci_check(caller, &source, Capability::RepoBlobsGet) else {
             return Ok(false);
         };
@@ -760,8 +828,11 @@ impl Ward {
         Ok(true)
     }
 
-    /// Starts an upload session.
-    pub async fn oci_start_upload(&self, repo: &RepoRecord) -> OciResult<UploadState> {
+    /// Starts an upload session: at most [`MAX_UPLOADS_PER_IDENTITY`] open
+    /// at once per identity and [`MAX_UPLOADS_PER_REPO`] per repository
+    /// (429 TOOMANYREQUESTS past either); stale ones expire on their own
+    /// ([`Ward::expire_uploads`]).
+    pub async fn oci_start_upload(&self, caller: &Caller, repo: &RepoRecord) -> OciResult<UploadState> {
         let now = self.clock.now_millis();
         let u = UploadRecord {
             uuid: new_upload_id(),
@@ -770,7 +841,11 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        self.store.create_upload(&u).await?;
+        let caps = ward_store::registry::UploadCaps {
+            per_creator: MAX_UPLOADS_PER_IDENTITY,
+            per_repo: MAX_UPLOADS_PER_REPO,
+        };
+        self.store.create_upload(&u, &caller.subject, caps).await?;
         // An empty file now, so the session's bytes exist from the start.
         let empty: ByteStream = Box::pin(futures_util::stream::empty());
         self.blobs
@@ -778,6 +853,28 @@ impl Ward {
             .await
             .map_err(|e| blob_error(e, None))?;
         Ok(UploadState { uuid: u.uuid, size: 0 })
+    }
+
+    /// Removes upload sessions untouched for [`UPLOAD_TTL_MS`], with their
+    /// bytes; how many. Every server runs it every [`UPLOAD_SWEEP_EVERY`]
+    /// (replicas racing on one session both succeed: deletes are idempotent).
+    pub async fn expire_uploads(&self) -> ward_core::Result<usize> {
+        const BATCH: u32 = 500;
+        let before = self.clock.now_millis() - UPLOAD_TTL_MS;
+        let mut removed = 0;
+        loop {
+            let stale = self.store.stale_uploads(before, BATCH).await?;
+            for id in &stale {
+                self.store.delete_upload(id).await?;
+                if let Err(e) = self.blobs.cancel(id).await {
+                    tracing::warn!(error = %e, "removing an expired upload's bytes failed");
+                }
+            }
+            removed += stale.len();
+            if stale.len() < BATCH as usize {
+                return Ok(removed);
+            }
+        }
     }
 
     /// The session `uuid` of `repo` (NOT_FOUND for another repo's).

@@ -16,6 +16,11 @@ use crate::ward::Ward;
 
 /// Longest readme stored, in bytes.
 pub const MAX_README_BYTES: usize = 256 * 1024;
+/// Most tags (`<` characters) the raw HTML of one readme may hold. The HTML
+/// parser's cost grows with the tags times the open elements around them, so
+/// this bound (with [`MAX_README_BYTES`]) keeps one sanitize to milliseconds;
+/// real readmes hold a few dozen.
+pub const MAX_README_HTML_TAGS: usize = 4096;
 
 fn safe_url(url: &str) -> bool {
     let lower = url.trim().to_ascii_lowercase();
@@ -48,9 +53,21 @@ pub fn sanitize(markdown: &str) -> Result<String> {
 }
 
 fn sanitize_once(markdown: &str) -> Result<String> {
+    let events: Vec<_> = Parser::new(markdown).into_offset_iter().collect();
+    let tags: usize = events
+        .iter()
+        .filter(|(e, _)| matches!(e, Event::Html(_) | Event::InlineHtml(_)))
+        .map(|(_, r)| markdown[r.clone()].bytes().filter(|b| *b == b'<').count())
+        .sum();
+    if tags > MAX_README_HTML_TAGS {
+        return Err(Error::invalid(
+            "content",
+            format!("the readme's raw HTML holds more than {MAX_README_HTML_TAGS} tags; use Markdown instead"),
+        ));
+    }
     let mut out = String::with_capacity(markdown.len());
     let mut copied = 0;
-    for (event, range) in Parser::new(markdown).into_offset_iter() {
+    for (event, range) in events {
         match event {
             Event::Html(_) | Event::InlineHtml(_) => {
                 out.push_str(&markdown[copied..range.start]);
@@ -76,6 +93,34 @@ fn sanitize_once(markdown: &str) -> Result<String> {
 }
 
 impl Ward {
+    /// A readme checked and sanitized: the size first (free), then the
+    /// sanitizer on a blocking thread, one per core at a time. Callers
+    /// authorize before calling this: sanitizing is the expensive part of a
+    /// readme write.
+    pub(crate) async fn sanitized_readme(&self, field: &str, content: String) -> Result<String> {
+        if content.len() > MAX_README_BYTES {
+            return Err(Error::invalid(
+                field,
+                format!("a readme holds at most {MAX_README_BYTES} bytes"),
+            ));
+        }
+        if content.is_empty() {
+            return Ok(content);
+        }
+        let field = field.to_owned();
+        self.cpu(move || sanitize(&content)).await?.map_err(|e| match e {
+            Error::InvalidArgument(v) => Error::InvalidArgument(
+                v.into_iter()
+                    .map(|f| ward_core::error::FieldViolation {
+                        field: field.clone(),
+                        ..f
+                    })
+                    .collect(),
+            ),
+            other => other,
+        })
+    }
+
     pub async fn get_repo_readme(&self, caller: &Caller, req: GetRepoReadmeRequest) -> Result<RepoReadme> {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.authorized_repo(caller, &rpc::GET_REPO_README, &uid).await?;
@@ -105,13 +150,7 @@ impl Ward {
                 .get_repo_readme(caller, GetRepoReadmeRequest { uid: uid.into() })
                 .await;
         }
-        if readme.content.len() > MAX_README_BYTES {
-            return Err(Error::invalid(
-                "content",
-                format!("a readme holds at most {MAX_README_BYTES} bytes"),
-            ));
-        }
-        let content = sanitize(&readme.content)?;
+        let content = self.sanitized_readme("content", readme.content).await?;
         self.store
             .set_repo_readme(&uid, &content, self.clock.now_millis())
             .await?;

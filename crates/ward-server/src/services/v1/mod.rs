@@ -21,6 +21,22 @@ pub mod registry;
 /// endpoint.
 pub const MAX_V1_ITEMS: usize = 10_000;
 
+/// Most bytes (protobuf-encoded) one v1 List gathers; past that it is
+/// refused like a list of too many items. Each item is bounded, but 10,000
+/// of the largest would be gigabytes.
+pub const MAX_V1_BYTES: usize = 16 * 1024 * 1024;
+
+/// The error for a v1 List over [`MAX_V1_ITEMS`] or [`MAX_V1_BYTES`].
+pub fn too_large(v2_path: &str) -> Error {
+    Error::precondition(
+        "V1_LIST_TOO_LARGE",
+        v2_path,
+        format!(
+            "more than {MAX_V1_ITEMS} items or {MAX_V1_BYTES} bytes match; narrow the filter or use the paginated {v2_path}"
+        ),
+    )
+}
+
 /// Page size used while gathering a v1 List.
 pub const V1_PAGE: i32 = 200;
 
@@ -54,7 +70,7 @@ pub fn narrow_to_id(uidp: Option<UidpFilter>, id: &str) -> Result<Option<Option<
 /// token ("" at the end). Lets [`collect_all`] take the v2 call itself, so
 /// each v1 List only says which v2 request it makes.
 pub trait V2Page {
-    type Item;
+    type Item: prost::Message;
     fn into_page(self) -> (Vec<Self::Item>, String);
 }
 
@@ -93,16 +109,14 @@ where
     Fut: Future<Output = Result<R>>,
 {
     let mut items = Vec::new();
+    let mut bytes = 0usize;
     let mut token = String::new();
     loop {
         let (batch, next) = page(token).await?.into_page();
+        bytes += batch.iter().map(prost::Message::encoded_len).sum::<usize>();
         items.extend(batch);
-        if items.len() > MAX_V1_ITEMS {
-            return Err(Error::precondition(
-                "V1_LIST_TOO_LARGE",
-                v2_path,
-                format!("more than {MAX_V1_ITEMS} items match; narrow the filter or use the paginated {v2_path}"),
-            ));
+        if items.len() > MAX_V1_ITEMS || bytes > MAX_V1_BYTES {
+            return Err(too_large(v2_path));
         }
         if next.is_empty() {
             return Ok(items);

@@ -17,7 +17,6 @@ use ward_store::registry::TagHistoryRecord;
 use super::{V1_PAGE, collect_all};
 use crate::authz::Caller;
 use crate::services::UpdateMask;
-use crate::services::registry::readme::{MAX_README_BYTES, sanitize};
 use crate::services::registry::repos::REPO_FIELDS;
 use crate::ward::Ward;
 
@@ -192,28 +191,6 @@ pub fn page_size_in(n: i64) -> i32 {
     n.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
 }
 
-/// Checks a readme by v2's own readme rules before anything is written, so a
-/// repo write and its readme write succeed or fail together on bad input.
-fn check_readme(readme: &str) -> Result<()> {
-    if readme.len() > MAX_README_BYTES {
-        return Err(Error::invalid(
-            "readme",
-            format!("a readme holds at most {MAX_README_BYTES} bytes"),
-        ));
-    }
-    sanitize(readme).map(|_| ()).map_err(|e| match e {
-        Error::InvalidArgument(v) => Error::InvalidArgument(
-            v.into_iter()
-                .map(|f| FieldViolation {
-                    field: "readme".into(),
-                    ..f
-                })
-                .collect(),
-        ),
-        other => other,
-    })
-}
-
 // ---- operations ----
 
 /// Full replacement of the readme (an empty one clears it).
@@ -267,8 +244,13 @@ async fn repo_named(w: &Ward, c: &Caller, parent: &str, name: &str) -> Result<Op
 pub async fn create_repo(w: Arc<Ward>, c: Caller, req: v1::CreateRepoRequest) -> Result<v1::Repo> {
     let mut repo = req.repo.unwrap_or_default();
     let readme = std::mem::take(&mut repo.readme);
-    check_readme(&readme)?;
     let repo = repo_in(repo)?;
+    // The readme is checked (sanitizing is the expensive part) only once the
+    // caller may create here, and before anything is written, so the repo
+    // and its readme succeed or fail together on bad input.
+    let parent = ward_core::uidp::Uidp::parse("parent", &req.parent_id)?;
+    w.authorize(&c, &ward_core::rpc::CREATE_REPO, &parent)?;
+    let readme = w.sanitized_readme("readme", readme).await?;
     let created = w
         .create_repo(
             &c,
@@ -300,7 +282,9 @@ pub async fn create_repo(w: Arc<Ward>, c: Caller, req: v1::CreateRepoRequest) ->
 /// `UpdateRepo`: full replacement (every field v2 lets change, and the readme).
 pub async fn update_repo(w: Arc<Ward>, c: Caller, mut repo: v1::Repo) -> Result<v1::Repo> {
     let readme = std::mem::take(&mut repo.readme);
-    check_readme(&readme)?;
+    let uid = ward_core::uidp::Uidp::parse("id", &repo.id)?;
+    w.authorized_repo(&c, &ward_core::rpc::UPDATE_REPO, &uid).await?;
+    let readme = w.sanitized_readme("readme", readme).await?;
     replace_repo(&w, &c, repo_in(repo)?, readme).await
 }
 
@@ -324,13 +308,21 @@ pub async fn list_repos(w: Arc<Ward>, c: Caller, f: v1::RepoFilter) -> Result<v1
         )
     })
     .await?;
+    // Readmes are up to 256 KiB each: the listing's byte budget counts them.
+    let mut bytes: usize = repos.iter().map(prost::Message::encoded_len).sum();
     let mut items = Vec::with_capacity(repos.len());
     for r in repos {
         match w
             .get_repo_readme(&c, v2::GetRepoReadmeRequest { uid: r.uid.clone() })
             .await
         {
-            Ok(readme) => items.push(repo_out(r, readme.content)),
+            Ok(readme) => {
+                bytes += readme.content.len();
+                if bytes > super::MAX_V1_BYTES {
+                    return Err(super::too_large("/registry/v2/repos"));
+                }
+                items.push(repo_out(r, readme.content));
+            }
             // Deleted since it was listed.
             Err(Error::NotFound { .. }) => {}
             Err(e) => return Err(e),
