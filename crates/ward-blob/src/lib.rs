@@ -477,6 +477,30 @@ mod tests {
         ));
     }
 
+    /// Content already stored takes the same path to the client as new
+    /// content (an fsync of the upload, one of the directory), so how long a
+    /// commit takes does not tell whether some other tenant holds it; the
+    /// stored blob is kept and marked fresh for garbage collection.
+    #[tokio::test]
+    async fn committing_stored_content_keeps_the_blob_and_marks_it_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = LocalBlobs::open(dir.path()).unwrap();
+        let d = Digest::sha256_of(b"shared layer");
+        b.append("f1", 0, stream(vec![b"shared layer"]), 100).await.unwrap();
+        b.commit("f1", 12, &d).await.unwrap();
+        let path = b.blob_path(&d);
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(old).unwrap();
+        b.append("f2", 0, stream(vec![b"shared layer"]), 100).await.unwrap();
+        assert_eq!(b.commit("f2", 12, &d).await.unwrap(), 12);
+        let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+        assert!(modified > old + Duration::from_secs(1800), "marked fresh");
+        assert_eq!(collect(b.read(&d, 0, 12).await.unwrap().unwrap()).await, b"shared layer");
+        assert_eq!(std::fs::read_dir(dir.path().join("uploads")).unwrap().count(), 0);
+        // A fresh blob survives a collection with a grace period.
+        assert!(!b.remove(&d, Duration::from_secs(60)).await.unwrap());
+    }
+
     #[tokio::test]
     async fn sha512_and_gc_grace() {
         let dir = tempfile::tempdir().unwrap();

@@ -86,6 +86,7 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
         ward.tokens.set_registry_audience(url.trim_end_matches('/').to_owned());
     }
     ward.max_blob_bytes = config.max_blob_bytes;
+    ward.max_export_bytes = config.max_export_bytes;
     ward.public_advisories = config
         .public_advisories
         .iter()

@@ -42,6 +42,8 @@ pub struct Ward {
     pub blobs: Arc<dyn ward_blob::BlobStore>,
     /// Largest blob one upload may create.
     pub max_blob_bytes: u64,
+    /// Most bytes of OSV documents one export holds.
+    pub max_export_bytes: usize,
     /// Organization names the registry resolved, for a few seconds.
     pub(crate) org_names: moka::sync::Cache<String, Arc<[Uidp]>>,
     /// One append at a time per upload session (on this server).
@@ -58,8 +60,9 @@ pub struct Ward {
     pub api_url: String,
     /// Advisory imports in progress at once.
     pub(crate) import_permits: tokio::sync::Semaphore,
-    /// OSV exports in progress at once.
-    pub(crate) export_permits: tokio::sync::Semaphore,
+    /// OSV exports in progress at once (an export that finds none free is
+    /// RESOURCE_EXHAUSTED).
+    pub export_permits: tokio::sync::Semaphore,
     /// The server's secret key (never in the database): seals client secrets,
     /// signs invite codes, seals login state.
     pub secret: ward_auth::secret::ServerSecret,
@@ -149,6 +152,7 @@ impl Ward {
             ),
             blobs,
             max_blob_bytes: DEFAULT_MAX_BLOB_BYTES,
+            max_export_bytes: crate::services::advisories::osv::DEFAULT_MAX_EXPORT_BYTES,
             org_names: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(std::time::Duration::from_secs(5))

@@ -28,11 +28,11 @@ const FEED_BUDGET: usize = 16 * 1024 * 1024;
 pub const MAX_METADATA_IDS: usize = 1000;
 /// Most advisories one feed answer holds.
 const MAX_FEED: u32 = 1000;
-/// Most bytes of OSV documents one export (`/osv/all.json`, `/osv/all.zip`)
-/// holds; a larger one is refused (FAILED_PRECONDITION `EXPORT_TOO_LARGE`)
-/// and the paged feed serves it instead. The public Wolfi corpus (30,030
-/// advisories) exports to about 25 MB.
-pub const MAX_EXPORT_BYTES: usize = 64 * 1024 * 1024;
+/// Default for the most bytes of OSV documents one export (`/osv/all.json`,
+/// `/osv/all.zip`) holds (`--max-export-bytes`); a larger one is refused
+/// (FAILED_PRECONDITION `EXPORT_TOO_LARGE`) and the paged feed serves it
+/// instead.
+pub const DEFAULT_MAX_EXPORT_BYTES: usize = 64 * 1024 * 1024;
 /// Exports running at once on one server; one more is RESOURCE_EXHAUSTED.
 pub const EXPORTS_AT_ONCE: usize = 2;
 
@@ -214,7 +214,7 @@ impl Ward {
     /// Every published advisory `caller` may read, as OSV documents (each
     /// compact JSON, with its id), in uid order. Read a page at a time: only
     /// one page's events are in memory beside the documents made so far,
-    /// which are bounded by [`MAX_EXPORT_BYTES`]; at most
+    /// which are bounded by `--max-export-bytes`; at most
     /// [`EXPORTS_AT_ONCE`] run at once.
     pub async fn osv_export(&self, caller: Option<&Caller>) -> Result<Vec<(String, Vec<u8>)>> {
         let _permit = self.export_permits.try_acquire().map_err(|_| {
@@ -238,13 +238,14 @@ impl Ward {
                 let Some(doc) = self.osv_document(&a) else { continue };
                 let text = serde_json::to_vec(&doc).map_err(Error::internal)?;
                 bytes += text.len();
-                if bytes > MAX_EXPORT_BYTES {
+                if bytes > self.max_export_bytes {
                     return Err(Error::precondition(
                         "EXPORT_TOO_LARGE",
                         "/osv/all.json",
                         format!(
-                            "the published advisories exceed {MAX_EXPORT_BYTES} bytes of OSV; \
-                             read them through /advisory/v2/documents or /osv/<id>.json"
+                            "the published advisories exceed {} bytes of OSV; \
+                             read them through /advisory/v2/documents or /osv/<id>.json",
+                            self.max_export_bytes
                         ),
                     ));
                 }
