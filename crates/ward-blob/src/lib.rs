@@ -490,12 +490,20 @@ mod tests {
         b.commit("f1", 12, &d).await.unwrap();
         let path = b.blob_path(&d);
         let old = SystemTime::now() - Duration::from_secs(3600);
-        std::fs::File::options().write(true).open(&path).unwrap().set_modified(old).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
         b.append("f2", 0, stream(vec![b"shared layer"]), 100).await.unwrap();
         assert_eq!(b.commit("f2", 12, &d).await.unwrap(), 12);
         let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
         assert!(modified > old + Duration::from_secs(1800), "marked fresh");
-        assert_eq!(collect(b.read(&d, 0, 12).await.unwrap().unwrap()).await, b"shared layer");
+        assert_eq!(
+            collect(b.read(&d, 0, 12).await.unwrap().unwrap()).await,
+            b"shared layer"
+        );
         assert_eq!(std::fs::read_dir(dir.path().join("uploads")).unwrap().count(), 0);
         // A fresh blob survives a collection with a grace period.
         assert!(!b.remove(&d, Duration::from_secs(60)).await.unwrap());

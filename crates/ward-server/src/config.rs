@@ -93,6 +93,12 @@ pub struct ServerConfig {
     )]
     pub max_connections_per_client: usize,
 
+    /// Most headless logins pending at once that one client address (an
+    /// IPv6 /64) started. Behind a proxy every client shares its address:
+    /// raise it there.
+    #[arg(long, env = "WARD_MAX_PENDING_LOGINS_PER_CLIENT", default_value_t = ward_store::people::MAX_DEVICE_LOGINS_PER_CLIENT)]
+    pub max_pending_logins_per_client: i64,
+
     /// Seconds a client has to send a request's headers (HTTP/1), and to
     /// start its first request on a new connection (HTTP/1 and HTTP/2).
     #[arg(long = "header-read-timeout", env = "WARD_HEADER_READ_TIMEOUT", default_value_t = 10)]
@@ -128,6 +134,7 @@ impl ServerConfig {
             allow_insecure_issuers: false,
             max_connections: 1024,
             max_connections_per_client: crate::serve::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            max_pending_logins_per_client: ward_store::people::MAX_DEVICE_LOGINS_PER_CLIENT,
             header_read_timeout_secs: 10,
             idle_timeout_secs: 60,
             body_read_timeout_secs: 30,
@@ -191,6 +198,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("allow_insecure_issuers", &self.allow_insecure_issuers)
             .field("max_connections", &self.max_connections)
             .field("max_connections_per_client", &self.max_connections_per_client)
+            .field("max_pending_logins_per_client", &self.max_pending_logins_per_client)
             .field("header_read_timeout_secs", &self.header_read_timeout_secs)
             .field("idle_timeout_secs", &self.idle_timeout_secs)
             .field("body_read_timeout_secs", &self.body_read_timeout_secs)

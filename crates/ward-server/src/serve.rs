@@ -68,6 +68,24 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 256;
 #[derive(Clone, Copy, Debug)]
 pub struct ClientAddr(pub std::net::IpAddr);
 
+impl ClientAddr {
+    /// What per-client caps count by: the address, or for IPv6 its /64 (one
+    /// host usually holds a whole /64, so single addresses would not cap it).
+    pub fn key(self) -> std::net::IpAddr {
+        client_key(self.0)
+    }
+}
+
+fn client_key(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip.to_canonical() {
+        std::net::IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            std::net::IpAddr::V6(bits.into())
+        }
+        v4 => v4,
+    }
+}
+
 /// Open connections per client address.
 #[derive(Default)]
 struct PerClient(std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>);
@@ -143,7 +161,7 @@ pub async fn serve(
             _ = &mut shutdown => break,
         };
         let client = peer.ip().to_canonical();
-        let Some(slot) = per_client.take(client, limits.max_connections_per_client.max(1)) else {
+        let Some(slot) = per_client.take(client_key(client), limits.max_connections_per_client.max(1)) else {
             tracing::debug!(%client, "closing a connection over the per-client cap");
             drop(stream);
             continue;
@@ -532,6 +550,16 @@ mod tests {
             handling: AtomicU64::new(0),
             started: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    #[test]
+    fn clients_are_keyed_by_address_and_ipv6_by_its_64() {
+        let k = |s: &str| client_key(s.parse().unwrap()).to_string();
+        assert_eq!(k("192.0.2.7"), "192.0.2.7");
+        assert_eq!(k("::ffff:192.0.2.7"), "192.0.2.7");
+        assert_eq!(k("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::");
+        assert_eq!(k("2001:db8:1:2:ffff:ffff:ffff:ffff"), "2001:db8:1:2::");
+        assert_ne!(k("2001:db8:1:3::1"), k("2001:db8:1:2::1"));
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub struct Ward {
     pub max_blob_bytes: u64,
     /// Most bytes of OSV documents one export holds.
     pub max_export_bytes: usize,
+    /// Most headless logins pending at once per client address.
+    pub max_pending_logins_per_client: i64,
     /// Organization names the registry resolved, for a few seconds.
     pub(crate) org_names: moka::sync::Cache<String, Arc<[Uidp]>>,
     /// One append at a time per upload session (on this server).
@@ -62,7 +64,7 @@ pub struct Ward {
     pub(crate) import_permits: tokio::sync::Semaphore,
     /// OSV exports in progress at once (an export that finds none free is
     /// RESOURCE_EXHAUSTED).
-    pub export_permits: tokio::sync::Semaphore,
+    pub export_permits: Arc<tokio::sync::Semaphore>,
     /// The server's secret key (never in the database): seals client secrets,
     /// signs invite codes, seals login state.
     pub secret: ward_auth::secret::ServerSecret,
@@ -153,6 +155,7 @@ impl Ward {
             blobs,
             max_blob_bytes: DEFAULT_MAX_BLOB_BYTES,
             max_export_bytes: crate::services::advisories::osv::DEFAULT_MAX_EXPORT_BYTES,
+            max_pending_logins_per_client: ward_store::people::MAX_DEVICE_LOGINS_PER_CLIENT,
             org_names: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(std::time::Duration::from_secs(5))
@@ -169,7 +172,9 @@ impl Ward {
             osv_ecosystem: DEFAULT_OSV_ECOSYSTEM.into(),
             api_url: audience_url,
             import_permits: tokio::sync::Semaphore::new(crate::rest::advisories::IMPORTS_AT_ONCE),
-            export_permits: tokio::sync::Semaphore::new(crate::services::advisories::osv::EXPORTS_AT_ONCE),
+            export_permits: Arc::new(tokio::sync::Semaphore::new(
+                crate::services::advisories::osv::EXPORTS_AT_ONCE,
+            )),
             secret,
             session_role_caps: moka::sync::Cache::builder()
                 .max_capacity(10_000)

@@ -115,13 +115,14 @@ pub struct DeviceLoginRecord {
 /// (each expires in minutes), so a flood through one provider does not stop
 /// the others'.
 pub const MAX_DEVICE_LOGINS: i64 = 1000;
-/// Most headless logins pending at once that one client address started.
+/// Default for the most headless logins pending at once that one client
+/// address started (`--max-pending-logins-per-client`).
 pub const MAX_DEVICE_LOGINS_PER_CLIENT: i64 = 10;
 
-/// The error past [`MAX_DEVICE_LOGINS_PER_CLIENT`].
-pub fn too_many_device_logins_from_client() -> ward_core::Error {
+/// The error past a client's cap of pending headless logins.
+pub fn too_many_device_logins_from_client(cap: i64) -> ward_core::Error {
     ward_core::Error::ResourceExhausted(format!(
-        "this client has {MAX_DEVICE_LOGINS_PER_CLIENT} headless logins in progress; finish one or wait for it to expire"
+        "this client has {cap} headless logins in progress; finish one or wait for it to expire"
     ))
 }
 
@@ -209,9 +210,15 @@ pub trait PeopleStore: Send + Sync {
 
     /// Starts a headless login for `client` (its address): forgets expired
     /// ones, then RESOURCE_EXHAUSTED past [`MAX_DEVICE_LOGINS`] for the
-    /// provider or [`MAX_DEVICE_LOGINS_PER_CLIENT`] for the client,
-    /// ALREADY_EXISTS for a user code in use.
-    async fn create_device_login(&self, r: &DeviceLoginRecord, client: &str, now_ms: i64) -> Result<()>;
+    /// provider or `per_client` for the client, ALREADY_EXISTS for a user
+    /// code in use.
+    async fn create_device_login(
+        &self,
+        r: &DeviceLoginRecord,
+        client: &str,
+        per_client: i64,
+        now_ms: i64,
+    ) -> Result<()>;
     /// A pending (not finished, not expired) login by its user code.
     async fn pending_device_login(&self, user_code: &str, now_ms: i64) -> Result<Option<DeviceLoginRecord>>;
     /// Records the handoff of a pending login; false if it was not pending.

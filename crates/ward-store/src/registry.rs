@@ -109,11 +109,14 @@ pub fn blob_size_mismatch(digest: &str, declared: i64, stored: i64) -> ward_core
 /// The precondition kind of [`blob_size_mismatch`].
 pub const BLOB_SIZE_MISMATCH: &str = "BLOB_SIZE_MISMATCH";
 
-/// Most upload sessions open at once (see [`RegistryStore::create_upload`]).
+/// Most upload sessions open at once (see [`RegistryStore::create_upload`]):
+/// only sessions touched at or after `active_since` (ms) count, so sessions
+/// a crashed client left behind stop counting long before they expire.
 #[derive(Clone, Copy, Debug)]
 pub struct UploadCaps {
     pub per_creator: u32,
     pub per_repo: u32,
+    pub active_since: i64,
 }
 
 /// The error for a session over one of the [`UploadCaps`].

@@ -390,6 +390,7 @@ async fn tag_history_records_each_move_and_goes_with_the_tag() {
 const CAPS: UploadCaps = UploadCaps {
     per_creator: 100,
     per_repo: 100,
+    active_since: 0,
 };
 
 /// Each identity and each repo holds at most its cap of open sessions; a
@@ -405,6 +406,7 @@ async fn upload_sessions_are_capped_per_creator_and_repo() {
         let caps = UploadCaps {
             per_creator: 3,
             per_repo: 4,
+            active_since: T0,
         };
         let session = |repo: &RepoRecord, i: usize| UploadRecord {
             uuid: format!("{i:032x}"),
@@ -431,6 +433,12 @@ async fn upload_sessions_are_capped_per_creator_and_repo() {
         // A finished session gives its slot back.
         assert!(s.delete_upload(&format!("{:032x}", 0)).await.unwrap());
         s.create_upload(&session(&r2, 7), "alice", caps).await.unwrap();
+        // Sessions untouched since before `active_since` no longer count.
+        let later = UploadCaps {
+            active_since: T0 + 1,
+            ..caps
+        };
+        s.create_upload(&session(&r2, 8), "alice", later).await.unwrap();
     }
 }
 

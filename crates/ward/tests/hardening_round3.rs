@@ -91,14 +91,21 @@ async fn readme_html_is_refused_past_its_bound_and_only_after_authorization() {
         let create = json!({ "name": "zz", "readme": nasty });
 
         let (st, body) = s
-            .call_as(&stranger, Method::POST, &format!("/registry/v1/repos/{acme}"), Some(create.clone()))
+            .call_as(
+                &stranger,
+                Method::POST,
+                &format!("/registry/v1/repos/{acme}"),
+                Some(create.clone()),
+            )
             .await;
         assert_error(b, st, &body, 404, 5, "NOT_FOUND");
 
         let (st, body) = s.post(&format!("/registry/v1/repos/{acme}"), create).await;
         assert_error(b, st, &body, 400, 3, "INVALID_ARGUMENT");
         assert!(has_violation(&body, "readme"), "[{b}] {body}");
-        let (_, list) = s.get(&format!("/registry/v2/repos?uidp.childrenOf={acme}&name=zz")).await;
+        let (_, list) = s
+            .get(&format!("/registry/v2/repos?uidp.childrenOf={acme}&name=zz"))
+            .await;
         assert_eq!(list["repos"], json!([]), "[{b}] nothing was created: {list}");
 
         let app = repo(&s, &acme, "app").await;
@@ -150,7 +157,10 @@ async fn readme_html_is_refused_past_its_bound_and_only_after_authorization() {
             .patch(&format!("/registry/v2/repos/{app}/readme"), json!({ "content": fine }))
             .await;
         assert_eq!(st, StatusCode::OK, "[{b}] {body}");
-        assert!(body["content"].as_str().unwrap_or_default().contains("<b>bold</b>"), "[{b}]");
+        assert!(
+            body["content"].as_str().unwrap_or_default().contains("<b>bold</b>"),
+            "[{b}]"
+        );
     }
 }
 
@@ -316,6 +326,17 @@ async fn nested_body_keys_are_update_mask_paths() {
         assert_ne!(after.client_secret, before.client_secret, "[{b}] the secret changed");
         let (_, got) = s.get(&format!("/iam/v2/identityProviders/{idp}")).await;
         assert_eq!(got["oidc"]["groupsClaim"], "grp", "[{b}] {got}");
+
+        // Read, change one field, write the whole body back without a mask:
+        // the description changes; the secret (read as "") and the rest stay.
+        let mut edited = got.clone();
+        edited["description"] = json!("edited");
+        let (st, written) = s.patch(&format!("/iam/v2/identityProviders/{idp}"), edited).await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {written}");
+        assert_eq!(written["description"], "edited", "[{b}] {written}");
+        assert_eq!(written["oidc"], got["oidc"], "[{b}] {written}");
+        let kept = common::people::stored_idp(&s, &idp).await;
+        assert_eq!(kept.client_secret, after.client_secret, "[{b}] the secret is kept");
     }
 }
 
@@ -514,7 +535,12 @@ async fn upload_sessions_are_capped_and_expire() {
         assert_eq!(r.status(), 404, "[{b}] an expired session is unknown");
         let uploads = s.config.data_dir.join("registry").join("uploads");
         let left = std::fs::read_dir(&uploads).map(|d| d.count()).unwrap_or(0);
-        assert_eq!(left, 0, "[{b}] expired sessions leave no files in {}", uploads.display());
+        assert_eq!(
+            left,
+            0,
+            "[{b}] expired sessions leave no files in {}",
+            uploads.display()
+        );
         let (st, _, text) = start(pusher.clone()).await;
         assert_eq!(st, 202, "[{b}] slots are free again: {text}");
     }

@@ -504,7 +504,7 @@ async fn headless_logins_are_capped_per_provider() {
             };
             s.ward()
                 .store
-                .create_device_login(&record, &format!("client-{n}"), now)
+                .create_device_login(&record, &format!("client-{n}"), 10, now)
                 .await
                 .unwrap_or_else(|e| panic!("[{b}] pending login {n}: {e:?}"));
         }

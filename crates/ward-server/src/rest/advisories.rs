@@ -377,7 +377,8 @@ async fn osv(
     q.finish()?;
     match file.as_str() {
         "all.json" => {
-            let docs = w.osv_export(c.as_ref()).await?;
+            let export = w.osv_export(c.as_ref(), false).await?;
+            let docs = &export.docs;
             let mut body = Vec::with_capacity(docs.iter().map(|(_, d)| d.len() + 1).sum::<usize>() + 2);
             body.push(b'[');
             for (i, (_, d)) in docs.iter().enumerate() {
@@ -387,25 +388,59 @@ async fn osv(
                 body.extend_from_slice(d);
             }
             body.push(b']');
-            Ok(([(http::header::CONTENT_TYPE, "application/json")], body).into_response())
+            Ok(export_response("application/json", None, body, export.permit))
         }
         "all.zip" => {
-            let docs = w.osv_export(c.as_ref()).await?;
-            let bytes = w.cpu(move || zip_documents(&docs)).await??;
-            Ok((
-                [
-                    (http::header::CONTENT_TYPE, "application/zip"),
-                    (http::header::CONTENT_DISPOSITION, "attachment; filename=\"all.zip\""),
-                ],
+            let export = w.osv_export(c.as_ref(), true).await?;
+            let (docs, permit) = (export.docs, export.permit);
+            // Compressed on a blocking thread of its own: the export slot
+            // already bounds how many run, and they never queue ahead of
+            // the CPU work requests need to authenticate.
+            let bytes = tokio::task::spawn_blocking(move || zip_documents(&docs))
+                .await
+                .map_err(Error::internal)??;
+            Ok(export_response(
+                "application/zip",
+                Some("attachment; filename=\"all.zip\""),
                 bytes,
-            )
-                .into_response())
+                permit,
+            ))
         }
         name => {
             let id = name.strip_suffix(".json").unwrap_or_default();
             Ok(Json(w.osv_by_id(c.as_ref(), id).await?).into_response())
         }
     }
+}
+
+/// An export's response: its body is sent in pieces, and the export's slot
+/// is held until the last piece has been handed to the connection, so the
+/// exports at once bound the memory they hold, however slowly clients read.
+fn export_response(
+    content_type: &'static str,
+    disposition: Option<&'static str>,
+    body: Vec<u8>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Response {
+    const PIECE: usize = 64 * 1024;
+    let body = bytes::Bytes::from(body);
+    let len = body.len();
+    let pieces = futures_util::stream::unfold((body, Some(permit)), |(mut rest, permit)| async move {
+        if rest.is_empty() {
+            drop(permit);
+            return None;
+        }
+        let piece = rest.split_to(rest.len().min(PIECE));
+        Some((Ok::<_, std::convert::Infallible>(piece), (rest, permit)))
+    });
+    let mut resp = Response::new(axum::body::Body::from_stream(pieces));
+    let h = resp.headers_mut();
+    h.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
+    h.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
+    if let Some(d) = disposition {
+        h.insert(http::header::CONTENT_DISPOSITION, http::HeaderValue::from_static(d));
+    }
+    resp
 }
 
 /// A zip of `<id>.json` files.

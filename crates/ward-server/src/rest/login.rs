@@ -255,7 +255,7 @@ async fn device_code(State(w): State<Arc<Ward>>, req: Request) -> Response {
     let client = req
         .extensions()
         .get::<crate::serve::ClientAddr>()
-        .map(|c| c.0.to_string())
+        .map(|c| c.key().to_string())
         .unwrap_or_default();
     let Ok(body) = axum::body::to_bytes(req.into_body(), 4096).await else {
         return oauth_error(

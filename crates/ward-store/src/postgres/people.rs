@@ -9,8 +9,7 @@ use super::{PostgresStore, bind_identity, insert_binding, insert_identity_sql, l
 use crate::people::{
     AccessRequestRecord, DeviceLoginRecord, GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord,
     GroupMappingRecord, IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, IdentityProviderRecord, MAX_DEVICE_LOGINS,
-    MAX_DEVICE_LOGINS_PER_CLIENT, MAX_DIRECTORY_ROWS, MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord,
-    TermsRecord,
+    MAX_DIRECTORY_ROWS, MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord, TermsRecord,
 };
 use crate::sql::{GROUP_INVITE_COLUMNS, GROUP_MAPPING_COLUMNS, IDENTITY_PROVIDER_COLUMNS, PERSON_COLUMNS};
 use crate::{IDENTITY_TYPE, IdentityRecord, ROLE_TYPE, RoleBindingRecord, db_err};
@@ -443,7 +442,13 @@ impl PeopleStore for PostgresStore {
         .map_err(|e| db_err("group access requests", e))
     }
 
-    async fn create_device_login(&self, r: &DeviceLoginRecord, client: &str, now_ms: i64) -> Result<()> {
+    async fn create_device_login(
+        &self,
+        r: &DeviceLoginRecord,
+        client: &str,
+        per_client: i64,
+        now_ms: i64,
+    ) -> Result<()> {
         let mut tx = self.begin().await?;
         // One start at a time: the count holds until commit.
         sqlx::query("LOCK TABLE device_logins IN SHARE ROW EXCLUSIVE MODE")
@@ -460,8 +465,8 @@ impl PeopleStore for PostgresStore {
             .fetch_one(&mut *tx)
             .await
             .map_err(|e| db_err("count headless logins", e))?;
-        if from_client >= MAX_DEVICE_LOGINS_PER_CLIENT {
-            return Err(crate::people::too_many_device_logins_from_client());
+        if from_client >= per_client {
+            return Err(crate::people::too_many_device_logins_from_client(per_client));
         }
         let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM device_logins WHERE idp_uid = $1")
             .bind(&r.idp_uid)

@@ -492,11 +492,12 @@ impl RegistryStore for PostgresStore {
         .await
         .map_err(|e| db_err("lock upload counts", e))?;
         let (by_creator, by_repo): (i64, i64) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM uploads WHERE creator = $1), \
-                    (SELECT count(*) FROM uploads WHERE repo_uid = $2)",
+            "SELECT (SELECT count(*) FROM uploads WHERE creator = $1 AND update_time >= $3), \
+                    (SELECT count(*) FROM uploads WHERE repo_uid = $2 AND update_time >= $3)",
         )
         .bind(creator)
         .bind(&u.repo_uid)
+        .bind(caps.active_since)
         .fetch_one(&mut *tx)
         .await
         .map_err(|e| db_err("count uploads", e))?;

@@ -10,8 +10,7 @@ use super::{SqliteStore, exists, insert_binding};
 use crate::people::{
     AccessRequestRecord, DeviceLoginRecord, GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord,
     GroupMappingRecord, IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, IdentityProviderRecord, MAX_DEVICE_LOGINS,
-    MAX_DEVICE_LOGINS_PER_CLIENT, MAX_DIRECTORY_ROWS, MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord,
-    TermsRecord,
+    MAX_DIRECTORY_ROWS, MAX_MAPPINGS_PER_PROVIDER, PeopleStore, PersonRecord, TermsRecord,
 };
 use crate::sql::{GROUP_INVITE_COLUMNS, GROUP_MAPPING_COLUMNS, IDENTITY_PROVIDER_COLUMNS, PERSON_COLUMNS};
 use crate::{GROUP_TYPE, IDENTITY_TYPE, IdentityRecord, ROLE_TYPE, RoleBindingRecord};
@@ -593,14 +592,20 @@ impl PeopleStore for SqliteStore {
         .await
     }
 
-    async fn create_device_login(&self, r: &DeviceLoginRecord, client: &str, now_ms: i64) -> Result<()> {
+    async fn create_device_login(
+        &self,
+        r: &DeviceLoginRecord,
+        client: &str,
+        per_client: i64,
+        now_ms: i64,
+    ) -> Result<()> {
         let (r, client) = (r.clone(), client.to_owned());
         self.write("start headless login", move |c| {
             let tx = c.savepoint()?;
             tx.execute("DELETE FROM device_logins WHERE expire_time <= ?1", [now_ms])?;
             let count = |sql: &str, key: &str| -> rusqlite::Result<i64> { tx.query_row(sql, [key], |row| row.get(0)) };
-            if count("SELECT COUNT(*) FROM device_logins WHERE client = ?1", &client)? >= MAX_DEVICE_LOGINS_PER_CLIENT {
-                return Ok(Err(crate::people::too_many_device_logins_from_client()));
+            if count("SELECT COUNT(*) FROM device_logins WHERE client = ?1", &client)? >= per_client {
+                return Ok(Err(crate::people::too_many_device_logins_from_client(per_client)));
             }
             if count("SELECT COUNT(*) FROM device_logins WHERE idp_uid = ?1", &r.idp_uid)? >= MAX_DEVICE_LOGINS {
                 return Ok(Err(Error::ResourceExhausted(

@@ -511,15 +511,18 @@ impl RegistryStore for SqliteStore {
                 return Ok(Err(Error::not_found(REPO_TYPE, u.repo_uid.clone())));
             }
             let count = |sql: &str, key: &str| -> rusqlite::Result<i64> {
-                tx.prepare_cached(sql)?.query_row([key], |r| r.get(0))
+                tx.prepare_cached(sql)?
+                    .query_row(params![key, caps.active_since], |r| r.get(0))
             };
-            if count("SELECT count(*) FROM uploads WHERE creator = ?1", &creator)? >= i64::from(caps.per_creator) {
+            let by_creator = "SELECT count(*) FROM uploads WHERE creator = ?1 AND update_time >= ?2";
+            if count(by_creator, &creator)? >= i64::from(caps.per_creator) {
                 return Ok(Err(crate::registry::too_many_uploads(
                     "this identity",
                     caps.per_creator,
                 )));
             }
-            if count("SELECT count(*) FROM uploads WHERE repo_uid = ?1", &u.repo_uid)? >= i64::from(caps.per_repo) {
+            let by_repo = "SELECT count(*) FROM uploads WHERE repo_uid = ?1 AND update_time >= ?2";
+            if count(by_repo, &u.repo_uid)? >= i64::from(caps.per_repo) {
                 return Ok(Err(crate::registry::too_many_uploads("this repository", caps.per_repo)));
             }
             tx.execute(

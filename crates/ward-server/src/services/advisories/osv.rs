@@ -36,6 +36,13 @@ pub const DEFAULT_MAX_EXPORT_BYTES: usize = 64 * 1024 * 1024;
 /// Exports running at once on one server; one more is RESOURCE_EXHAUSTED.
 pub const EXPORTS_AT_ONCE: usize = 2;
 
+/// An export's documents (id, serialized OSV), and its slot among the
+/// [`EXPORTS_AT_ONCE`], to be held until the response is sent.
+pub struct Export {
+    pub docs: Vec<(String, Vec<u8>)>,
+    pub permit: tokio::sync::OwnedSemaphorePermit,
+}
+
 fn rfc3339(t: Option<&Timestamp>) -> String {
     let ms = t.map_or(0, Timestamp::to_millis);
     chrono::DateTime::from_timestamp_millis(ms)
@@ -212,12 +219,13 @@ impl Ward {
     }
 
     /// Every published advisory `caller` may read, as OSV documents (each
-    /// compact JSON, with its id), in uid order. Read a page at a time: only
-    /// one page's events are in memory beside the documents made so far,
-    /// which are bounded by `--max-export-bytes`; at most
-    /// [`EXPORTS_AT_ONCE`] run at once.
-    pub async fn osv_export(&self, caller: Option<&Caller>) -> Result<Vec<(String, Vec<u8>)>> {
-        let _permit = self.export_permits.try_acquire().map_err(|_| {
+    /// serialized, compact or `pretty`, with its id), in uid order. Read a
+    /// page at a time: only one page's events are in memory beside the
+    /// documents made so far, which are bounded by `--max-export-bytes`. At
+    /// most [`EXPORTS_AT_ONCE`] run at once: the export holds its slot until
+    /// its response has been sent (the caller keeps [`Export::permit`]).
+    pub async fn osv_export(&self, caller: Option<&Caller>, pretty: bool) -> Result<Export> {
+        let permit = self.export_permits.clone().try_acquire_owned().map_err(|_| {
             Error::ResourceExhausted(format!(
                 "{EXPORTS_AT_ONCE} exports are running on this server; retry shortly"
             ))
@@ -236,7 +244,12 @@ impl Ward {
             let next = page.next.take();
             for a in self.with_events(page.items).await? {
                 let Some(doc) = self.osv_document(&a) else { continue };
-                let text = serde_json::to_vec(&doc).map_err(Error::internal)?;
+                let text = if pretty {
+                    serde_json::to_vec_pretty(&doc)
+                } else {
+                    serde_json::to_vec(&doc)
+                }
+                .map_err(Error::internal)?;
                 bytes += text.len();
                 if bytes > self.max_export_bytes {
                     return Err(Error::precondition(
@@ -253,7 +266,7 @@ impl Ward {
             }
             match next {
                 Some(c) => q.after = Some(c),
-                None => return Ok(out),
+                None => return Ok(Export { docs: out, permit }),
             }
         }
     }

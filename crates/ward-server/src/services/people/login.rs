@@ -505,7 +505,11 @@ impl Ward {
                 handoff: None,
                 expire_time: now_ms + LOGIN_TTL_SECS * 1000,
             };
-            match self.store.create_device_login(&record, client, now_ms).await {
+            match self
+                .store
+                .create_device_login(&record, client, self.max_pending_logins_per_client, now_ms)
+                .await
+            {
                 Ok(()) => {
                     let verification_uri = format!("{}/oauth/device", self.tokens.issuer());
                     return Ok(DeviceStart {

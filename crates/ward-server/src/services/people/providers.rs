@@ -318,6 +318,10 @@ impl Ward {
             Some(Configuration::Oidc(o)) => o.clone(),
             None => Oidc::default(),
         };
+        // A read shows the client secret as "": a body sent back without a
+        // mask (read, change a field, write) carries that "", which means
+        // "unchanged", not "clear it" (an explicit mask clears it).
+        let secret_unchanged = matches!(mask, UpdateMask::BodyKeys(_)) && given.client_secret.is_empty();
         let mask = mask.resolve(
             &PROVIDER_FIELDS,
             &[
@@ -346,7 +350,9 @@ impl Ward {
             patch.description = Some(idp.description.clone());
         }
         let mut oidc = stored_oidc(&current)?;
+        let before = oidc.clone();
         let mut oidc_changed = false;
+        let sets_secret = mask.contains("oidc.client_secret") && !secret_unchanged;
         for (path, apply) in [
             (
                 "oidc.issuer",
@@ -371,13 +377,13 @@ impl Ward {
                 oidc_changed = true;
             }
         }
-        let secret_stored = if mask.contains("oidc.client_secret") {
+        let secret_stored = if sets_secret {
             patch.client_secret = Some(self.seal_secret(uid.as_str(), &given.client_secret));
             !given.client_secret.is_empty()
         } else {
             current.client_secret.is_some()
         };
-        if oidc_changed || mask.contains("oidc.client_secret") {
+        if oidc_changed || sets_secret {
             check_oidc(
                 &Oidc {
                     client_secret: given.client_secret.clone(),
@@ -397,16 +403,16 @@ impl Ward {
         // Repointing the provider (issuer, client, groups claim) decides who
         // receives its default and mapped roles: it needs what granting them
         // needs, and the stored secret is never sent to a new endpoint.
-        let repoints = ["oidc.issuer", "oidc.client_id", "oidc.groups_claim"]
-            .iter()
-            .any(|p| mask.contains(p));
+        // What counts is a value that changes: a body sent back as it was
+        // read names these fields without repointing anything.
+        let new_endpoint = oidc.issuer != before.issuer || oidc.client_id != before.client_id;
+        let repoints = new_endpoint || oidc.groups_claim != before.groups_claim;
         if repoints {
             self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &org)?;
             let granted = self.provider_grants(&current).await?;
             self.check_no_escalation(caller, &org, granted)?;
         }
-        let new_endpoint = mask.contains("oidc.issuer") || mask.contains("oidc.client_id");
-        if new_endpoint && current.client_secret.is_some() && !mask.contains("oidc.client_secret") {
+        if new_endpoint && current.client_secret.is_some() && !sets_secret {
             return Err(Error::invalid(
                 "oidc.client_secret",
                 "give the client secret again when changing the issuer or client id \

@@ -32,6 +32,9 @@ use crate::ward::Ward;
 pub const MAX_UPLOADS_PER_IDENTITY: u32 = 128;
 /// Most upload sessions open at once in one repository.
 pub const MAX_UPLOADS_PER_REPO: u32 = 256;
+/// Only sessions touched this recently count against the caps: a client
+/// that crashed mid-push is not locked out until its sessions expire.
+pub const UPLOAD_ACTIVE_MS: i64 = 3600 * 1000;
 /// An upload session untouched this long expires (its bytes are removed).
 pub const UPLOAD_TTL_MS: i64 = 24 * 3600 * 1000;
 /// How often a server looks for expired upload sessions.
@@ -828,10 +831,10 @@ impl Ward {
         Ok(true)
     }
 
-    /// Starts an upload session: at most [`MAX_UPLOADS_PER_IDENTITY`] open
-    /// at once per identity and [`MAX_UPLOADS_PER_REPO`] per repository
-    /// (429 TOOMANYREQUESTS past either); stale ones expire on their own
-    /// ([`Ward::expire_uploads`]).
+    /// Starts an upload session: at most [`MAX_UPLOADS_PER_IDENTITY`] active
+    /// (touched within [`UPLOAD_ACTIVE_MS`]) per identity and
+    /// [`MAX_UPLOADS_PER_REPO`] per repository (429 TOOMANYREQUESTS past
+    /// either); stale ones expire on their own ([`Ward::expire_uploads`]).
     pub async fn oci_start_upload(&self, caller: &Caller, repo: &RepoRecord) -> OciResult<UploadState> {
         let now = self.clock.now_millis();
         let u = UploadRecord {
@@ -844,6 +847,7 @@ impl Ward {
         let caps = ward_store::registry::UploadCaps {
             per_creator: MAX_UPLOADS_PER_IDENTITY,
             per_repo: MAX_UPLOADS_PER_REPO,
+            active_since: now - UPLOAD_ACTIVE_MS,
         };
         self.store.create_upload(&u, &caller.subject, caps).await?;
         // An empty file now, so the session's bytes exist from the start.
