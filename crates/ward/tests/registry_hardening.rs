@@ -189,13 +189,18 @@ async fn edges_answer_cleanly() {
             .unwrap();
         assert_eq!(r.status(), 416, "[{b}]");
 
-        // Declared sizes that would overflow a sum.
+        // Declared sizes that would overflow a sum (foreign layers are not
+        // in the registry, so their sizes are only declared; a stored blob's
+        // must be its own).
         let cfg = br#"{"architecture":"amd64"}"#;
         let c = sha256(cfg);
         assert_eq!(push_blob(&s, &s.token, &name, cfg).await, 201);
         let m = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": c, "size": i64::MAX},
-            "layers": [{"mediaType": "application/vnd.oci.image.layer.nondistributable.v1.tar", "digest": sha256(b"x"), "size": i64::MAX}]});
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": c, "size": cfg.len()},
+            "layers": [
+                {"mediaType": "application/vnd.oci.image.layer.nondistributable.v1.tar", "digest": sha256(b"x"), "size": i64::MAX},
+                {"mediaType": "application/vnd.oci.image.layer.nondistributable.v1.tar", "digest": sha256(b"y"), "size": i64::MAX},
+            ]});
         let body = serde_json::to_vec(&m).unwrap();
         let r = s
             .http
