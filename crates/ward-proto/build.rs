@@ -76,7 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ".chainguard.platform.vulnerabilities.v2",
             ".chainguard.platform.vulnerabilities.v1",
             ".chainguard.platform.advisory.v2",
-            ".chainguard.platform.auth.v1",
+            ".chainguard.platform.auth",
             ".chainguard.platform.ping.v2",
             // The v1 packages (no version suffix; the prefix also matches
             // their v2 siblings, which are generated once all the same).

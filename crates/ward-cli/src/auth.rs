@@ -285,9 +285,29 @@ struct WhoAmI {
 
 #[derive(Deserialize)]
 struct GroupCapabilities {
-    group: String,
+    /// The group (a v1 `Group`: `id`, `name`, …).
+    #[serde(default)]
+    group: Option<Value>,
     #[serde(default)]
     capabilities: Vec<String>,
+}
+
+impl GroupCapabilities {
+    /// `name (uid)`, or the uid alone.
+    fn group_label(&self) -> String {
+        let field = |k: &str| {
+            self.group
+                .as_ref()
+                .and_then(|g| g.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        match (field("name"), field("id")) {
+            (name, id) if name.is_empty() => id,
+            (name, id) => format!("{name} ({id})"),
+        }
+    }
 }
 
 async fn status(conn: &Connection) -> anyhow::Result<()> {
@@ -308,7 +328,7 @@ async fn status(conn: &Connection) -> anyhow::Result<()> {
         &["GROUP", "CAPABILITIES"],
         who.capabilities
             .into_iter()
-            .map(|g| vec![g.group, g.capabilities.join(", ")])
+            .map(|g| vec![g.group_label(), g.capabilities.join(", ")])
             .collect(),
     );
     Ok(())

@@ -73,12 +73,11 @@ pub mod chainguard {
                 ));
             }
         }
-        /// Registration (joining a group with an invite code).
+        /// Registration (joining a group with an invite code) and who-am-I
+        /// (package `chainguard.platform.auth`, no version suffix).
         pub mod auth {
-            pub mod v1 {
-                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.auth.v1.rs"));
-                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.auth.v1.serde.rs"));
-            }
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.auth.rs"));
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.auth.serde.rs"));
         }
         /// Liveness, without authentication.
         pub mod ping {

@@ -158,7 +158,7 @@ async fn ok(State(s): State<Arc<FakeState>>, headers: HeaderMap) -> Reply {
             "expiry": rfc3339(c["exp"].as_i64().unwrap()),
             "issuedAt": rfc3339(c["iat"].as_i64().unwrap()),
             "capabilities": [{
-                "group": "fedcba9876543210fedcba9876543210fedcba98",
+                "group": {"id": "fedcba9876543210fedcba9876543210fedcba98", "name": "acme"},
                 "capabilities": ["CAP_IAM_GROUPS_LIST", "CAP_IAM_GROUPS_CREATE"],
             }],
         })),

@@ -31,8 +31,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 use ward_core::clock::Clock as _;
-use ward_proto::auth::v1::RegistrationRequest;
-use ward_proto::auth::v1::auth_client::AuthClient;
+use ward_proto::auth::RegistrationRequest;
+use ward_proto::auth::auth_client::AuthClient;
 use ward_proto::common::UidpFilter;
 use ward_proto::iam::v2::group_invites_service_client::GroupInvitesServiceClient;
 use ward_proto::iam::v2::identity_provider::Configuration;
@@ -1716,11 +1716,12 @@ async fn mappings_rules_on(s: &TestServer) {
         .post(&batch, json!({ "parent": idp, "names": [m1_uid, m2_uid] }))
         .await;
     assert_eq!(status, StatusCode::OK, "[{b}] batch delete two mappings: {body}");
-    let mut names: Vec<String> = body["names"]
+    assert_eq!(body["parent"], json!(idp), "[{b}] {body}");
+    let mut names: Vec<String> = body["externalGroupRoleMappings"]
         .as_array()
-        .unwrap_or_else(|| panic!("[{b}] names: {body}"))
+        .unwrap_or_else(|| panic!("[{b}] the deleted mappings: {body}"))
         .iter()
-        .map(|n| n.as_str().unwrap_or_default().to_owned())
+        .map(|n| n["uid"].as_str().unwrap_or_default().to_owned())
         .collect();
     names.sort();
     let mut both = vec![m1_uid.clone(), m2_uid.clone()];

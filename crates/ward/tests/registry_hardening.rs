@@ -196,11 +196,11 @@ async fn edges_answer_cleanly() {
         let c = sha256(cfg);
         assert_eq!(push_blob(&s, &s.token, &name, cfg).await, 201);
         let m = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": c, "size": cfg.len()},
-            "layers": [
-                {"mediaType": "application/vnd.oci.image.layer.nondistributable.v1.tar", "digest": sha256(b"x"), "size": i64::MAX},
-                {"mediaType": "application/vnd.oci.image.layer.nondistributable.v1.tar", "digest": sha256(b"y"), "size": i64::MAX},
-            ]});
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": c, "size": cfg.len()},
+        "layers": [
+            {"mediaType": "application/vnd.oci.image.layer.nondistributable.v1.tar", "digest": sha256(b"x"), "size": i64::MAX},
+            {"mediaType": "application/vnd.oci.image.layer.nondistributable.v1.tar", "digest": sha256(b"y"), "size": i64::MAX},
+        ]});
         let body = serde_json::to_vec(&m).unwrap();
         let r = s
             .http

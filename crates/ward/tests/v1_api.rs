@@ -1440,7 +1440,7 @@ async fn external_group_role_mappings_round_trip() {
             .as_array()
             .into_iter()
             .flatten()
-            .map(|v| v.as_str().unwrap_or_default().to_owned())
+            .map(|v| v["id"].as_str().unwrap_or_default().to_owned())
             .collect();
         deleted.sort();
         let mut want = vec![m1.clone(), m2.clone()];

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use reqwest::Method;
 use serde_json::{Value, json};
-use ward_proto::auth::v1::Session;
+use ward_proto::auth::Session;
 use ward_proto::iam::v2::{Group, GroupInvite, Role};
 
 use super::{read_secret, role_label, yes_no};

@@ -129,8 +129,9 @@ macro_rules! iam_services {
 
 iam_services!(v2, v2beta1);
 
-plain_service!(ward_proto::auth::v1::auth_server::Auth {
-    register(ward_proto::auth::v1::RegistrationRequest) -> ward_proto::auth::v1::Session;
+plain_service!(ward_proto::auth::auth_server::Auth {
+    register(ward_proto::auth::RegistrationRequest) -> ward_proto::auth::Session;
+    validate(()) -> ward_proto::auth::WhoAmI;
 });
 
 /// `PingService`: no authentication.

@@ -102,7 +102,7 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
         v2beta1::identity_providers_service_server::IdentityProvidersServiceServer<iam::Iam>,
         v2beta1::external_group_role_mappings_service_server::ExternalGroupRoleMappingsServiceServer<iam::Iam>,
         v2beta1::group_invites_service_server::GroupInvitesServiceServer<iam::Iam>,
-        ward_proto::auth::v1::auth_server::AuthServer<iam::Iam>,
+        ward_proto::auth::auth_server::AuthServer<iam::Iam>,
         v2beta1::groups_service_server::GroupsServiceServer<iam::Iam>,
         v2beta1::identities_service_server::IdentitiesServiceServer<iam::Iam>,
         v2beta1::roles_service_server::RolesServiceServer<iam::Iam>,

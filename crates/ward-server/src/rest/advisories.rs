@@ -232,7 +232,7 @@ async fn list_advisories_v1(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Pa
         event_author: q.list("event_author")?,
         event_reviewer: q.list("event_reviewer")?,
         event_types: enum_list(&mut q, "event_types", |s| {
-            enum_value(s, v1::advisory_filter::EventType::from_str_name)
+            enum_value(s, v1::advisory_filter::EventTypeFilter::from_str_name)
         })?,
         order_by: enum_list(&mut q, "order_by", |s| {
             enum_value(s, v1::advisory_filter::OrderBy::from_str_name)
@@ -241,7 +241,7 @@ async fn list_advisories_v1(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Pa
         .unwrap_or_default(),
         exclude_event_author: q.list("exclude_event_author")?,
         latest_event_type: enum_list(&mut q, "latest_event_type", |s| {
-            enum_value(s, v1::advisory_filter::EventType::from_str_name)
+            enum_value(s, v1::advisory_filter::EventTypeFilter::from_str_name)
         })?
         .pop(),
         origin: Some(q.string("origin")).filter(|s| !s.is_empty()),

@@ -7,7 +7,7 @@ use super::Json;
 use axum::extract::State;
 use axum::routing::{get, post};
 use ward_core::{Error, Result};
-use ward_proto::auth::v1::Session;
+use ward_proto::auth::Session;
 use ward_proto::iam::v2::{
     BatchDeleteExternalGroupRoleMappingsResponse, CreateExternalGroupRoleMappingRequest, CreateGroupInviteRequest,
     CreateIdentityProviderRequest, DeleteExternalGroupRoleMappingRequest, DeleteGroupInviteRequest,
@@ -171,7 +171,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         http::Method::POST,
         "/auth/v1/register",
         "*",
-        "chainguard.platform.auth.v1.Auth.Register",
+        "chainguard.platform.auth.Auth.Register",
         true,
     ));
     e

@@ -11,7 +11,6 @@ use axum::extract::{Request, State};
 use axum::http::HeaderMap;
 use axum::routing::get;
 use serde_json::{Value, json};
-use ward_core::capability::CapSet;
 use ward_proto::Timestamp;
 
 use super::table::{Endpoint, Raw, Routes};
@@ -126,21 +125,7 @@ async fn exchange(State(w): State<Arc<Ward>>, headers: HeaderMap, mut q: Params,
 }
 
 /// Who the caller is, until when, and what it may do where.
-async fn who_am_i(Auth(c): Auth, q: Params) -> Reply<Value> {
+async fn who_am_i(State(w): State<Arc<Ward>>, Auth(c): Auth, q: Params) -> Reply<ward_proto::auth::WhoAmI> {
     q.finish()?;
-    let mut groups: Vec<(&str, CapSet)> = c.grants.iter().filter(|(_, caps)| !caps.is_empty()).collect();
-    groups.sort_by(|a, b| a.0.cmp(b.0));
-    let capabilities: Vec<Value> = groups
-        .into_iter()
-        .map(|(g, caps)| json!({ "group": g, "capabilities": caps.iter().map(|c| c.enum_name()).collect::<Vec<_>>() }))
-        .collect();
-    Ok(Json(json!({
-        "issuer": c.claims.iss,
-        "subject": c.claims.sub,
-        "audience": c.claims.aud.to_vec(),
-        "expiry": rfc3339(c.claims.exp),
-        "issuedAt": rfc3339(c.claims.iat),
-        "serverAdmin": c.is_admin,
-        "capabilities": capabilities,
-    })))
+    Ok(Json(w.validate(&c, ()).await?))
 }

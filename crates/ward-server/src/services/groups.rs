@@ -38,7 +38,7 @@ pub const GROUP_FIELDS: Updatable = Updatable {
     immutable: &[],
 };
 
-fn to_proto(r: GroupRecord) -> Group {
+pub(crate) fn to_proto(r: GroupRecord) -> Group {
     Group {
         uid: r.uid,
         name: r.name,

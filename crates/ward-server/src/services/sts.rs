@@ -381,3 +381,60 @@ impl Ward {
         Ok((scopes, cap))
     }
 }
+
+/// Most groups `Auth.Validate` describes (the caller's grants, in uid order).
+pub const MAX_WHOAMI_GROUPS: usize = 1000;
+
+impl Ward {
+    /// `Auth.Validate` (`GET /auth/v1/ok`): who the caller is, until when,
+    /// and what it may do in which groups: each group as a v1 `Group`, its
+    /// capabilities by enum name (no role: they may come from several).
+    pub async fn validate(&self, caller: &crate::authz::Caller, _: ()) -> Result<ward_proto::auth::WhoAmI> {
+        use ward_proto::auth::{WhoAmI, who_am_i};
+        let mut grants: Vec<(&str, CapSet)> = caller.grants.iter().filter(|(_, caps)| !caps.is_empty()).collect();
+        grants.sort_by(|a, b| a.0.cmp(b.0));
+        grants.truncate(MAX_WHOAMI_GROUPS);
+        let mut groups = std::collections::HashMap::new();
+        for chunk in grants.chunks(200) {
+            let q = ward_core::listing::ListQuery {
+                uidp: ward_core::listing::UidpFilter {
+                    ids: chunk.iter().filter_map(|(g, _)| Uidp::parse("group", g).ok()).collect(),
+                    ..Default::default()
+                },
+                page_size: 200,
+                ..Default::default()
+            };
+            for g in self.store.list_groups(&q).await?.items {
+                groups.insert(g.uid.clone(), g);
+            }
+        }
+        let capabilities = grants
+            .into_iter()
+            .map(|(scope, caps)| {
+                let group = match groups.remove(scope) {
+                    Some(g) => crate::services::v1::iam::group_out(crate::services::groups::to_proto(g)),
+                    None => ward_proto::iam::Group {
+                        id: scope.to_owned(),
+                        ..Default::default()
+                    },
+                };
+                who_am_i::Capability {
+                    group: Some(group),
+                    role: None,
+                    capabilities: caps.iter().map(|c| c.enum_name().to_owned()).collect(),
+                }
+            })
+            .collect();
+        let claims = &caller.claims;
+        Ok(WhoAmI {
+            issuer: claims.iss.clone(),
+            subject: claims.sub.clone(),
+            audience: claims.aud.to_vec(),
+            expiry: Some(ward_proto::Timestamp::from_millis(claims.exp.saturating_mul(1000))),
+            issued_at: Some(ward_proto::Timestamp::from_millis(claims.iat.saturating_mul(1000))),
+            capabilities,
+            email: String::new(),
+            profile: None,
+        })
+    }
+}

@@ -430,12 +430,14 @@ fn document_event(e: &AdvisoryEvent) -> Option<feed::DocumentEvent> {
                     component_type: s.component_type.clone(),
                     component_location: s.component_location.clone(),
                     scanner: s.scanner.clone(),
+                    ..Default::default()
                 }),
             });
             D::Detection(feed::Detection { r#type })
         }
         T::Fixed(f) => D::Fixed(feed::Fixed {
             fixed_version: f.fixed_version.clone(),
+            ..Default::default()
         }),
         T::FalsePositiveDetermination(f) => D::FalsePositiveDetermination(feed::FalsePositiveDetermination {
             r#type: f.r#type,

@@ -120,8 +120,7 @@ impl Ward {
             .await?
             .ok_or_else(|| Error::not_found(GROUP_TYPE, org.clone()))?;
         Ok(LookupGroupResponse {
-            uid: group.uid,
-            name: group.name,
+            group: Some(crate::services::groups::to_proto(group)),
         })
     }
 
@@ -130,22 +129,13 @@ impl Ward {
         caller: &Caller,
         _req: CheckEligibilityRequest,
     ) -> Result<CheckEligibilityResponse> {
-        let (eligible, reason, group_uid) = match self.org_of_caller(caller).await? {
-            Err(why) => (false, why.to_owned(), String::new()),
-            Ok((org, _)) => {
-                let member = Uidp::parse("group", &org).is_ok_and(|u| !self.caps_at(caller, &u).is_empty());
-                if member {
-                    (false, "you are already a member of the organization".to_owned(), org)
-                } else {
-                    (true, String::new(), org)
-                }
-            }
+        // Eligible: a trusted email names an organization the caller is
+        // not yet a member of (LookupGroup says which).
+        let eligible = match self.org_of_caller(caller).await? {
+            Err(_) => false,
+            Ok((org, _)) => !Uidp::parse("group", &org).is_ok_and(|u| !self.caps_at(caller, &u).is_empty()),
         };
-        Ok(CheckEligibilityResponse {
-            eligible,
-            reason,
-            group_uid,
-        })
+        Ok(CheckEligibilityResponse { eligible })
     }
 
     /// Records the request, for the organization of the caller's trusted
@@ -171,10 +161,7 @@ impl Ward {
                 create_time: now,
             })
             .await?;
-        Ok(RequestGroupAccessResponse {
-            group_uid: group.into(),
-            create_time: Some(Timestamp::from_millis(now)),
-        })
+        Ok(RequestGroupAccessResponse {})
     }
 
     pub async fn list_group_access_requests(

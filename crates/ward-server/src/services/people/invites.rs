@@ -13,7 +13,7 @@ use ward_core::rpc;
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 use ward_proto::Timestamp;
-use ward_proto::auth::v1::{RegistrationRequest, Session};
+use ward_proto::auth::{RegistrationRequest, Session};
 use ward_proto::iam::v2::{
     CreateGroupInviteRequest, DeleteGroupInviteRequest, GetGroupInviteRequest, GroupInvite, GroupInviteRole,
     ListGroupInvitesRequest, ListGroupInvitesResponse,

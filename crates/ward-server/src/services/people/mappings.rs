@@ -162,16 +162,24 @@ impl Ward {
         }
         self.authorize(caller, &rpc::BATCH_DELETE_GROUP_MAPPINGS, &idp)?;
         let mut uids = Vec::with_capacity(req.names.len());
+        let mut found = Vec::with_capacity(req.names.len());
         for name in &req.names {
             let uid = Uidp::parse("names", name)?;
             if uid.parent().as_ref() != Some(&idp) {
                 return Err(Error::invalid("names", format!("{uid} is not a mapping of {idp}")));
             }
-            self.visible_mapping(caller, &uid).await?;
+            found.push(self.visible_mapping(caller, &uid).await?);
             uids.push(uid.into());
         }
-        let names = self.store.delete_group_mappings(&uids).await?;
-        Ok(BatchDeleteExternalGroupRoleMappingsResponse { names })
+        let deleted = self.store.delete_group_mappings(&uids).await?;
+        Ok(BatchDeleteExternalGroupRoleMappingsResponse {
+            parent: idp.into(),
+            external_group_role_mappings: found
+                .into_iter()
+                .filter(|m| deleted.contains(&m.uid))
+                .map(to_proto)
+                .collect(),
+        })
     }
 
     /// The roles a login's groups map to at `provider`: (scope, role uid).

@@ -52,7 +52,9 @@ pub fn event_out(e: v2::DocumentEvent) -> v1::Event {
         }),
         B::Fixed(x) => A::Fixed(v1::Fixed {
             fixed_version: x.fixed_version,
-            ..Default::default()
+            scanner_version: x.scanner_version,
+            grype_db_built: x.grype_db_built,
+            grype_db_checksum: x.grype_db_checksum,
         }),
         B::Detection(x) => A::Detection(detection_out(x)),
         B::AnalysisNotPlanned(x) => A::AnalysisNotPlanned(v1::AnalysisNotPlanned { note: x.note }),
@@ -83,7 +85,10 @@ fn detection_out(d: v2::Detection) -> v1::Detection {
                 component_version: s.component_version,
                 component_type: s.component_type,
                 component_location: s.component_location,
-                ..Default::default()
+                artifact_version: s.artifact_version,
+                scanner_version: s.scanner_version,
+                grype_db_built: s.grype_db_built,
+                grype_db_checksum: s.grype_db_checksum,
             }),
         }),
     }
@@ -230,6 +235,7 @@ mod tests {
                     component_type: "go-module".into(),
                     component_location: "/bin/x".into(),
                     scanner: "grype".into(),
+                    ..Default::default()
                 })),
             })),
         });
@@ -262,6 +268,7 @@ mod tests {
                         timestamp: None,
                         data: Some(v2::document_event::Data::Fixed(v2::Fixed {
                             fixed_version: "3.0.1".into(),
+                            ..Default::default()
                         })),
                     }],
                     aliases: vec!["CVE-2024-1".into()],

@@ -118,8 +118,7 @@ pub async fn delete_group(w: Arc<Ward>, c: Caller, req: v1::DeleteGroupRequest) 
 pub async fn lookup_group(w: Arc<Ward>, c: Caller, _req: v1::LookupGroupRequest) -> Result<v1::LookupGroupResponse> {
     let r = w.lookup_group(&c, v2::LookupGroupRequest {}).await?;
     Ok(v1::LookupGroupResponse {
-        id: r.uid,
-        name: r.name,
+        group: r.group.map(group_out),
     })
 }
 
@@ -128,18 +127,14 @@ pub async fn request_group_access(
     c: Caller,
     req: v1::RequestGroupAccessRequest,
 ) -> Result<v1::RequestGroupAccessResponse> {
-    let r = w
-        .request_group_access(
-            &c,
-            v2::RequestGroupAccessRequest {
-                group_uid: req.group_id,
-            },
-        )
-        .await?;
-    Ok(v1::RequestGroupAccessResponse {
-        group_id: r.group_uid,
-        created_at: r.create_time,
-    })
+    w.request_group_access(
+        &c,
+        v2::RequestGroupAccessRequest {
+            group_uid: req.group_id,
+        },
+    )
+    .await?;
+    Ok(v1::RequestGroupAccessResponse {})
 }
 
 pub async fn check_eligibility(
@@ -148,11 +143,7 @@ pub async fn check_eligibility(
     _req: v1::CheckEligibilityRequest,
 ) -> Result<v1::CheckEligibilityResponse> {
     let r = w.check_eligibility(&c, v2::CheckEligibilityRequest {}).await?;
-    Ok(v1::CheckEligibilityResponse {
-        eligible: r.eligible,
-        reason: r.reason,
-        group_id: r.group_uid,
-    })
+    Ok(v1::CheckEligibilityResponse { eligible: r.eligible })
 }
 
 // ---------------------------------------------------------------- identities

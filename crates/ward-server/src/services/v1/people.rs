@@ -570,8 +570,8 @@ pub async fn delete_external_group_role_mapping(
         .await
 }
 
-/// All or none (v2's rule); the reply echoes the parent and lists the ids
-/// deleted.
+/// All or none (v2's rule); the reply echoes the parent and lists the
+/// mappings deleted.
 pub async fn batch_delete_external_group_role_mappings(
     w: Arc<Ward>,
     c: Caller,
@@ -588,7 +588,7 @@ pub async fn batch_delete_external_group_role_mappings(
         .await?;
     Ok(v1::BatchDeleteExternalGroupRoleMappingsResponse {
         parent_id: req.parent_id,
-        items: r.names,
+        items: r.external_group_role_mappings.into_iter().map(mapping_out).collect(),
     })
 }
 
