@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 /// Packages written once as v2 and also served as v2beta1.
-const VERSIONED: &[&str] = &["iam", "registry", "vulnerabilities"];
+const VERSIONED: &[&str] = &["iam", "registry", "vulnerabilities", "ping", "advisory"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
@@ -78,6 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ".chainguard.platform.advisory.v2",
             ".chainguard.platform.auth",
             ".chainguard.platform.ping.v2",
+            ".chainguard.platform.oidc",
             // The v1 packages (no version suffix; the prefix also matches
             // their v2 siblings, which are generated once all the same).
             ".chainguard.platform.iam",

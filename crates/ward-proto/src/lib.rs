@@ -89,6 +89,10 @@ pub mod chainguard {
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.ping.v2.rs"));
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.ping.v2.serde.rs"));
             }
+            /// The beta service; its messages are the v2 types.
+            pub mod v2beta1 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.ping.v2beta1.rs"));
+            }
         }
         /// The public advisory feed.
         pub mod advisory {
@@ -100,12 +104,21 @@ pub mod chainguard {
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.advisory.v2.rs"));
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.advisory.v2.serde.rs"));
             }
+            /// The beta service; its messages are the v2 types.
+            pub mod v2beta1 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.advisory.v2beta1.rs"));
+            }
+        }
+        /// The token exchange (package `chainguard.platform.oidc`).
+        pub mod oidc {
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.oidc.rs"));
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.oidc.serde.rs"));
         }
     }
 }
 
 pub use chainguard::capabilities;
-pub use chainguard::platform::{advisory, auth, common, iam, ping, registry, vulnerabilities};
+pub use chainguard::platform::{advisory, auth, common, iam, oidc, ping, registry, vulnerabilities};
 
 /// The encoded `FileDescriptorSet` of every served package, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));

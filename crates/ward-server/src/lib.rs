@@ -56,12 +56,15 @@ pub fn router(ward: Arc<Ward>) -> axum::Router {
             tower_http::trace::TraceLayer::new_for_http()
                 .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG)),
         )
+        .layer(axum::middleware::from_fn(status::log_failures))
         .layer(axum::middleware::from_fn(rest::drain_unread_bodies))
-        .layer(axum::middleware::from_fn(rest::unimplemented_verbs))
+        // A method the document does not list at a path it has is 405
+        // first; what is left of the public API Ward lacks is then 501.
         .layer(axum::middleware::from_fn_with_state(
             methods,
             rest::table::documented_methods,
         ))
+        .layer(axum::middleware::from_fn(rest::unserved::unimplemented))
         .service(routes);
     axum::Router::new().fallback_service(outer)
 }

@@ -74,12 +74,62 @@ impl IntoResponse for ApiError {
         let status = http::StatusCode::from_u16(self.http_status.unwrap_or_else(|| error.code().http_status()))
             .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
         let mut resp = (status, axum::Json(json_body(&error, self.domain))).into_response();
+        resp.extensions_mut().insert(FailureMessage(error.message()));
         if error.code() == Code::Unauthenticated {
             resp.headers_mut()
                 .insert(http::header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
         }
         resp
     }
+}
+
+/// A REST error's message, for the request log ([`log_failures`]).
+#[derive(Clone)]
+pub struct FailureMessage(pub String);
+
+/// Logs every request that failed, with its status and the error's message
+/// (the one the client got: user-facing, never a secret), so an operator
+/// sees why a client's call was refused without turning on debug logs.
+/// gRPC failures are read from `grpc-status`/`grpc-message` (errors are
+/// trailers-only responses, so they are headers here); 5xx are WARN (the
+/// cause of an internal error is logged where it happens).
+pub async fn log_failures(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let method = req.method().clone();
+    let path: String = req.uri().path().chars().take(200).collect();
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let grpc = resp
+        .headers()
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| *v != "0")
+        .map(str::to_owned);
+    if status.as_u16() < 400 && grpc.is_none() {
+        return resp;
+    }
+    let message = match resp.extensions().get::<FailureMessage>() {
+        Some(m) => m.0.clone(),
+        None => resp
+            .headers()
+            .get("grpc-message")
+            .map(|v| {
+                percent_encoding::percent_decode(v.as_bytes())
+                    .decode_utf8_lossy()
+                    .into_owned()
+            })
+            .unwrap_or_default(),
+    };
+    let message: String = message.chars().take(500).collect();
+    let grpc = grpc.unwrap_or_default();
+    if status == http::StatusCode::UNAUTHORIZED || grpc == "16" {
+        // Every registry client's first request, and every token flow's.
+        tracing::debug!(%method, %path, status = status.as_u16(), grpc_status = %grpc, %message, "request failed");
+    } else if status.is_server_error() || ["2", "4", "13", "14", "15"].contains(&grpc.as_str()) {
+        tracing::warn!(%method, %path, status = status.as_u16(), grpc_status = %grpc, %message, "request failed");
+    } else {
+        tracing::info!(%method, %path, status = status.as_u16(), grpc_status = %grpc, %message, "request failed");
+    }
+    resp
 }
 
 /// An error as a gRPC status with details.

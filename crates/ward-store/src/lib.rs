@@ -43,6 +43,9 @@ pub struct GroupRecord {
     pub verified: bool,
     pub create_time: i64,
     pub update_time: i64,
+    /// The organization's `OrgKind` number, set when the root is created and
+    /// copied to every group below it.
+    pub kind: i32,
 }
 
 /// A stored identity. The relationship is kept as proto3 JSON (the service

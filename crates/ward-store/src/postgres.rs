@@ -394,8 +394,8 @@ impl Store for PostgresStore {
             return Err(Error::not_found(GROUP_TYPE, parent.clone()));
         }
         sqlx::query(
-            "INSERT INTO groups (uid, parent_uid, name, description, verified, create_time, update_time) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO groups (uid, parent_uid, name, description, verified, create_time, update_time, kind) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(&g.uid)
         .bind(&g.parent_uid)
@@ -404,6 +404,7 @@ impl Store for PostgresStore {
         .bind(g.verified)
         .bind(g.create_time)
         .bind(g.update_time)
+        .bind(g.kind)
         .execute(&mut *tx)
         .await
         .map_err(|e| db_err("insert group", e))?;

@@ -51,7 +51,7 @@ impl Builder {
     }
 }
 
-pub const GROUP_COLUMNS: &str = "uid, parent_uid, name, description, verified, create_time, update_time";
+pub const GROUP_COLUMNS: &str = "uid, parent_uid, name, description, verified, create_time, update_time, kind";
 pub const IDENTITY_COLUMNS: &str = "uid, parent_uid, name, description, company, relationship_type, relationship, \
                                     issuer, subject, last_seen_time, create_time, update_time";
 pub const ROLE_COLUMNS: &str = "uid, parent_uid, name, description, capabilities, create_time, update_time";

@@ -56,6 +56,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0009_change_counters.sql"),
     include_str!("../migrations/sqlite/0010_parent_counts.sql"),
     include_str!("../migrations/sqlite/0011_client_caps.sql"),
+    include_str!("../migrations/sqlite/0012_wire_fields.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
@@ -87,6 +88,7 @@ fn group_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GroupRecord> {
         verified: r.get(4)?,
         create_time: r.get(5)?,
         update_time: r.get(6)?,
+        kind: r.get(7)?,
     })
 }
 
@@ -539,8 +541,8 @@ impl Store for SqliteStore {
                 return Ok(Err(Error::not_found(GROUP_TYPE, parent.clone())));
             }
             tx.execute(
-                "INSERT INTO groups (uid, parent_uid, name, description, verified, create_time, update_time) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO groups (uid, parent_uid, name, description, verified, create_time, update_time, kind) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     g.uid,
                     g.parent_uid,
@@ -548,7 +550,8 @@ impl Store for SqliteStore {
                     g.description,
                     g.verified,
                     g.create_time,
-                    g.update_time
+                    g.update_time,
+                    g.kind
                 ],
             )?;
             if let Some(b) = &owner {

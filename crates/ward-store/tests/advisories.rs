@@ -31,6 +31,7 @@ async fn org(s: &dyn Store) -> Uidp {
             verified: false,
             create_time: T0,
             update_time: T0,
+            kind: 0,
         },
         None,
     )

@@ -159,6 +159,7 @@ fn record(uid: Uidp, name: &str) -> GroupRecord {
         verified: false,
         create_time: T0,
         update_time: T0,
+        kind: 0,
     }
 }
 
@@ -252,11 +253,13 @@ async fn create_get_round_trip() {
             verified: true,
             create_time: T0 + 123,
             update_time: i64::MAX / 2,
+            kind: 0,
             ..root("root")
         };
         let kid = GroupRecord {
             create_time: -1,
             update_time: 0,
+            kind: 0,
             ..child(&parent, "child")
         };
         b.create(&parent).await;
@@ -638,6 +641,7 @@ async fn ordered_subtrees_page_alike_in_either_plan() {
                 groups.push(GroupRecord {
                     create_time: T0 + (n as i64 % 5) * 1000,
                     update_time: (n as i64 * 7) % 4,
+                    kind: 0,
                     ..child(parent, names[n % names.len()])
                 });
             }
@@ -845,6 +849,7 @@ fn build_tree(nodes: &[NodeSpec]) -> Vec<GroupRecord> {
         groups.push(GroupRecord {
             create_time: n.create_time,
             update_time: n.update_time,
+            kind: 0,
             ..g
         });
     }

@@ -604,6 +604,7 @@ async fn organization_names_resolve_among_the_callers_own() {
                 verified: false,
                 create_time: now,
                 update_time: now,
+                kind: 0,
             };
             s.ward().store.create_group(&record, None).await.expect("squatter");
         }

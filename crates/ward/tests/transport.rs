@@ -619,14 +619,88 @@ async fn unimplemented_custom_verbs_are_501() {
 // ---------------------------------------------------------------------------
 // 5 and 6. gRPC edges.
 
-/// Rule: a gRPC call to a service Ward does not serve gets a gRPC answer
-/// (HTTP 200, `grpc-status: 12` UNIMPLEMENTED), not a REST 404.
+/// Rule: every binding of a public-API RPC Ward does not serve answers 501
+/// with code 12 UNIMPLEMENTED naming the RPC, before any route it resembles
+/// (a catch-all uid route would read `…/repos/{id}/deployment` as a strange
+/// uid); where the document lists other methods at that exact path, 405
+/// (also code 12). Paths under the API with no route are 501 too.
+#[tokio::test]
+async fn unserved_public_api_bindings_are_501() {
+    let s = server().await;
+    let org = common::uid(&s.create_group(None, "acme").await);
+    for (method, template, rpc) in ward_server::rest::unserved::UNSERVED {
+        let path: String = template
+            .split('/')
+            .map(|seg| match seg.split_once('}') {
+                Some((var, rest)) if var.ends_with("=**") => format!("{org}/0123456789abcdef{rest}"),
+                Some((_, rest)) if seg.starts_with('{') => format!("x{rest}"),
+                _ => seg.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("/");
+        let method = Method::from_bytes(method.as_bytes()).expect("method");
+        let body = (method != Method::GET && method != Method::DELETE).then(|| json!({}));
+        let (status, body) = s.call(method.clone(), &path, body).await;
+        let ctx = format!("{method} {path} ({rpc})");
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            common::assert_error(&ctx, status, &body, 405, 12, "UNIMPLEMENTED");
+            continue;
+        }
+        common::assert_error(&ctx, status, &body, 501, 12, "UNIMPLEMENTED");
+        assert!(
+            body["message"].as_str().is_some_and(|m| m.contains(rpc)),
+            "{ctx}: the message names the RPC: {body}"
+        );
+    }
+}
+
+/// Rule: a gRPC call to a service Ward does not serve, or to a method its
+/// service lacks, gets a gRPC answer (HTTP 200, `grpc-status: 12`
+/// UNIMPLEMENTED) whose message names what was called, not a REST 404.
 #[tokio::test]
 async fn unknown_grpc_service_is_unimplemented() {
     let s = server().await;
-    let reply = grpc_raw(&s, "/chainguard.platform.registry.v2.Registry/ListRepos", &[]).await;
-    assert_eq!(reply.http, 200, "{reply:?}");
-    assert_eq!(reply.grpc_status.as_deref(), Some("12"), "{reply:?}");
+    for path in [
+        "/chainguard.platform.registry.v2.Registry/ListRepos",
+        "/chainguard.platform.iam.v2.GroupsService/FrobnicateGroup",
+        "/chainguard.platform.oidc.SecurityTokenService/ExchangeRefreshToken",
+    ] {
+        let reply = grpc_raw(&s, path, &[]).await;
+        assert_eq!(reply.http, 200, "{path}: {reply:?}");
+        assert_eq!(reply.grpc_status.as_deref(), Some("12"), "{path}: {reply:?}");
+        assert!(
+            reply.grpc_message.contains(path),
+            "{path}: the message names it: {reply:?}"
+        );
+    }
+}
+
+/// Rule: the beta packages the public API still has are served beside v2:
+/// `ping.v2beta1` and `advisory.v2beta1` over gRPC and REST, no token.
+#[tokio::test]
+async fn beta_ping_and_feed_are_served() {
+    let s = server().await;
+    let mut ping = ward_proto::ping::v2beta1::ping_service_client::PingServiceClient::new(channel(&s).await);
+    let pong = ping
+        .ping(ward_proto::ping::v2::PingRequest {})
+        .await
+        .expect("v2beta1 ping over gRPC")
+        .into_inner();
+    assert_eq!(pong.response, "pong");
+    let mut feed = ward_proto::advisory::v2beta1::security_advisory_service_client::SecurityAdvisoryServiceClient::new(
+        channel(&s).await,
+    );
+    feed.list_vulnerability_metadata(ward_proto::advisory::v2::ListVulnerabilityMetadataRequest::default())
+        .await
+        .expect("v2beta1 metadata over gRPC");
+    for path in [
+        "/ping/v2beta1/ping",
+        "/advisory/v2beta1/metadata",
+        "/advisory/v2beta1/documents?cves=CVE-2024-0001",
+    ] {
+        let (status, body) = s.call_as("", Method::GET, path, None).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    }
 }
 
 /// Rule: the gRPC services accept (and send) gzip-compressed messages.

@@ -3107,3 +3107,247 @@ async fn public_v1_endpoints_need_no_token() {
         assert_error(b, status, &body, 401, 16, "UNAUTHENTICATED");
     }
 }
+
+// ===========================================================================
+// Read-modify-write: what a v1 client reads, it can send back
+// ===========================================================================
+
+/// Reads a resource as a v1 client does (the one item of the v1 List at
+/// `read`, through `pick`), sends it back through `PUT put_path` with
+/// `field` set to `value`, as `token`, reads it again, and checks that
+/// `field` changed and every other field is as it was (but the ones in
+/// `moving`, and update times, which an update may move).
+#[allow(clippy::too_many_arguments)]
+async fn round_trip(
+    s: &TestServer,
+    token: &str,
+    what: &str,
+    read: &str,
+    pick: impl Fn(Value) -> Value,
+    put_path: &str,
+    (field, value): (&str, Value),
+    moving: &[&str],
+) {
+    let b = s.backend;
+    let one = |v: Value| {
+        let items = v["items"].as_array().cloned().unwrap_or_default();
+        assert_eq!(items.len(), 1, "[{}] GET {read}: one item: {v}", s.backend);
+        items[0].clone()
+    };
+    let before = pick(one(get(s, read).await));
+    let mut sent = before.clone();
+    sent[field] = value.clone();
+    let (status, reply) = s.call_as(token, Method::PUT, put_path, Some(sent)).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "[{b}] {what}: PUT {put_path} of what was read: {reply}"
+    );
+    let after = pick(one(get(s, read).await));
+    assert_eq!(after[field], value, "[{b}] {what}: {field} changed: {after}");
+    let keys: BTreeSet<&String> = before
+        .as_object()
+        .expect("object")
+        .keys()
+        .chain(after.as_object().expect("object").keys())
+        .collect();
+    for k in keys {
+        let updated = ["updatedAt", "updateTime", "lastUpdated"].contains(&k.as_str());
+        if k == field || updated || moving.contains(&k.as_str()) {
+            continue;
+        }
+        assert_eq!(
+            before.get(k),
+            after.get(k),
+            "[{b}] {what}: {k} is as it was after a read-modify-write of {field}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v1_updates_take_back_what_was_read() {
+    for s in common::servers().await {
+        let t = s.token.clone();
+        let acme = org(&s, "acme").await;
+        let team = group(&s, &acme, "team").await;
+        ok(
+            &s,
+            Method::PATCH,
+            &format!("{G2}/{team}"),
+            Some(json!({ "description": "the team" })),
+        )
+        .await;
+        round_trip(
+            &s,
+            &t,
+            "group",
+            &format!("{G1}?id={team}"),
+            |v| v,
+            &format!("{G1}/{team}"),
+            ("description", json!("renamed team")),
+            &[],
+        )
+        .await;
+
+        let ident = identity(&s, &team, "ci").await;
+        round_trip(
+            &s,
+            &t,
+            "identity",
+            &format!("{ID1}?id={ident}"),
+            |v| v,
+            &format!("{ID1}/{ident}"),
+            ("description", json!("the CI")),
+            &[],
+        )
+        .await;
+
+        let role = v1_id(
+            &post(
+                &s,
+                &format!("{R1}/{acme}"),
+                json!({ "name": "r", "description": "d", "capabilities": ["groups.list", "roles.list"] }),
+            )
+            .await,
+        );
+        round_trip(
+            &s,
+            &t,
+            "role",
+            &format!("{R1}?id={role}"),
+            |v| v,
+            &format!("{R1}/{role}"),
+            ("description", json!("d2")),
+            &[],
+        )
+        .await;
+
+        // A binding reads hydrated (group and role as objects); a v1 client
+        // sends back their ids, as RoleBinding has them.
+        let binding = v1_id(
+            &post(
+                &s,
+                &format!("{RB1}/{team}"),
+                json!({ "identity": ident, "role": builtin("viewer") }),
+            )
+            .await,
+        );
+        let as_binding = |h: Value| json!({ "id": h["id"], "identity": h["identity"], "group": h["group"]["id"], "role": h["role"]["id"] });
+        round_trip(
+            &s,
+            &t,
+            "role binding",
+            &format!("{RB1}?id={binding}"),
+            as_binding,
+            &format!("{RB1}/{binding}"),
+            ("role", json!(role)),
+            &[],
+        )
+        .await;
+
+        let viewer = builtin("viewer");
+        let idp = v1_id(&post(&s, &format!("{IDP1}/{acme}"), idp_body("corp", "the corp IdP", &viewer)).await);
+        round_trip(
+            &s,
+            &t,
+            "identity provider",
+            &format!("{IDP1}?id={idp}"),
+            |v| v,
+            &format!("{IDP1}/{idp}"),
+            ("description", json!("IdP")),
+            &[],
+        )
+        .await;
+
+        post(&s, &format!("{AA1}/{team}"), association_body("accounts")).await;
+        round_trip(
+            &s,
+            &t,
+            "account association",
+            &format!("{AA1}?group={team}"),
+            |v| v,
+            &format!("{AA1}/{team}"),
+            ("description", json!("d2")),
+            &[],
+        )
+        .await;
+
+        let repo = v1_id(
+            &post(
+                &s,
+                &format!("{REPO1}/{acme}"),
+                json!({ "name": "app", "description": "d", "catalogTier": "FIPS", "bundles": ["fips"],
+                        "aliases": ["docker.io/library/app:latest"], "activeTags": ["latest"], "readme": "# App" }),
+            )
+            .await,
+        );
+        round_trip(
+            &s,
+            &t,
+            "repo",
+            &format!("{REPO1}?id={repo}"),
+            |v| v,
+            &format!("{REPO1}/{repo}"),
+            ("description", json!("d2")),
+            &[],
+        )
+        .await;
+
+        // A tag moves to another manifest of its repo.
+        push_image(&s, "acme/app", "latest").await;
+        let second = push_image(&s, "acme/app", "next").await;
+        let tag = v1_id(
+            &v1_list(&s, &format!("{TAG1}?uidp.childrenOf={repo}"))
+                .await
+                .into_iter()
+                .find(|t| t["name"] == "latest")
+                .expect("the latest tag"),
+        );
+        round_trip(
+            &s,
+            &t,
+            "tag",
+            &format!("{TAG1}?id={tag}"),
+            |v| v,
+            &format!("{TAG1}/{tag}"),
+            ("digest", json!(second)),
+            &["lastUpdated"],
+        )
+        .await;
+
+        // An advisory, and its event approved by a second person with the
+        // event as read plus the new status.
+        let adv = post(&s, ADV1, advisory_body(&s, &acme, "zephyr")).await;
+        let adv_id = v1_id(&adv);
+        round_trip(
+            &s,
+            &t,
+            "advisory",
+            &format!("{ADV1}?id={adv_id}"),
+            |v| v,
+            &format!("{ADV1}/{adv_id}"),
+            ("aliases", json!(["CVE-2024-12345", "GHSA-2345-6789-cfgh"])),
+            &["updatedAt"],
+        )
+        .await;
+        let (_, approver) = person(&s, "approver", &[(acme.as_str(), "advisories.approver")]).await;
+        let event_id = v1_id(&get(&s, &format!("{ADV1}?id={adv_id}")).await["items"][0]["events"][0]);
+        let the_event = |adv: Value| {
+            adv["events"]
+                .as_array()
+                .and_then(|e| e.iter().find(|e| e["id"] == json!(event_id)).cloned())
+                .expect("the event")
+        };
+        round_trip(
+            &s,
+            &approver,
+            "advisory event",
+            &format!("{ADV1}?id={adv_id}"),
+            the_event,
+            &format!("{EVENTS1}/{event_id}"),
+            ("status", json!("APPROVED")),
+            &["reviewer"],
+        )
+        .await;
+    }
+}

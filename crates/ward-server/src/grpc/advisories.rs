@@ -146,21 +146,28 @@ async fn maybe_caller<T>(ward: &Ward, req: &Request<T>) -> Result<Option<crate::
     }
 }
 
-#[tonic::async_trait]
-impl feed::security_advisory_service_server::SecurityAdvisoryService for Advisories {
-    async fn list_documents(
-        &self,
-        req: Request<feed::ListDocumentsRequest>,
-    ) -> Result<Response<feed::ListDocumentsResponse>, Status> {
-        let c = maybe_caller(&self.0, &req).await?;
-        reply(self.0.list_documents(c.as_ref(), req.into_inner()).await)
-    }
+/// The public feed, at v2 and v2beta1 (the same messages).
+macro_rules! feed {
+    ($($v:ident),*) => {$(
+        #[tonic::async_trait]
+        impl ward_proto::advisory::$v::security_advisory_service_server::SecurityAdvisoryService for Advisories {
+            async fn list_documents(
+                &self,
+                req: Request<feed::ListDocumentsRequest>,
+            ) -> Result<Response<feed::ListDocumentsResponse>, Status> {
+                let c = maybe_caller(&self.0, &req).await?;
+                reply(self.0.list_documents(c.as_ref(), req.into_inner()).await)
+            }
 
-    async fn list_vulnerability_metadata(
-        &self,
-        req: Request<feed::ListVulnerabilityMetadataRequest>,
-    ) -> Result<Response<feed::ListVulnerabilityMetadataResponse>, Status> {
-        let c = maybe_caller(&self.0, &req).await?;
-        reply(self.0.list_vulnerability_metadata(c.as_ref(), req.into_inner()).await)
-    }
+            async fn list_vulnerability_metadata(
+                &self,
+                req: Request<feed::ListVulnerabilityMetadataRequest>,
+            ) -> Result<Response<feed::ListVulnerabilityMetadataResponse>, Status> {
+                let c = maybe_caller(&self.0, &req).await?;
+                reply(self.0.list_vulnerability_metadata(c.as_ref(), req.into_inner()).await)
+            }
+        }
+    )*};
 }
+
+feed!(v2, v2beta1);

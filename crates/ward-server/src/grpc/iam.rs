@@ -138,14 +138,20 @@ plain_service!(ward_proto::auth::auth_server::Auth {
 #[derive(Clone)]
 pub struct Ping;
 
-#[tonic::async_trait]
-impl ward_proto::ping::v2::ping_service_server::PingService for Ping {
-    async fn ping(
-        &self,
-        _req: Request<ward_proto::ping::v2::PingRequest>,
-    ) -> Result<Response<ward_proto::ping::v2::PingResponse>, Status> {
-        Ok(Response::new(ward_proto::ping::v2::PingResponse {
-            response: "pong".into(),
-        }))
-    }
+macro_rules! ping {
+    ($($v:ident),*) => {$(
+        #[tonic::async_trait]
+        impl ward_proto::ping::$v::ping_service_server::PingService for Ping {
+            async fn ping(
+                &self,
+                _req: Request<ward_proto::ping::v2::PingRequest>,
+            ) -> Result<Response<ward_proto::ping::v2::PingResponse>, Status> {
+                Ok(Response::new(ward_proto::ping::v2::PingResponse {
+                    response: "pong".into(),
+                }))
+            }
+        }
+    )*};
 }
+
+ping!(v2, v2beta1);

@@ -15,6 +15,7 @@ mod account_associations;
 mod advisories;
 mod iam;
 mod registry;
+mod sts;
 mod v1_iam;
 mod v1_people;
 mod v1_registry;
@@ -57,13 +58,33 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    router.route_service(
-        &format!("/{}/{{*method}}", S::NAME),
-        tower::ServiceBuilder::new()
-            .map_response(malformed_is_invalid::<tonic::body::Body>)
-            .service(svc),
-    )
+    let svc = tower::ServiceBuilder::new()
+        .map_response(malformed_is_invalid::<tonic::body::Body>)
+        .service(svc);
+    // tonic answers a method its service lacks with UNIMPLEMENTED and no
+    // message; name the method, as for a service Ward lacks.
+    let named = tower::service_fn(move |req: http::Request<axum::body::Body>| {
+        let path: String = req.uri().path().chars().take(200).collect();
+        let mut svc = svc.clone();
+        async move {
+            let mut resp = tower::Service::call(&mut svc, req).await?;
+            let h = resp.headers_mut();
+            if h.get("grpc-status").is_some_and(|v| v == "12") && !h.contains_key("grpc-message") {
+                let msg = format!("this server does not implement {path}");
+                let encoded: String = percent_encoding::utf8_percent_encode(&msg, GRPC_MESSAGE).to_string();
+                if let Ok(v) = http::HeaderValue::from_str(&encoded) {
+                    h.insert("grpc-message", v);
+                }
+            }
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
+    router.route_service(&format!("/{}/{{*method}}", S::NAME), named)
 }
+
+/// What gRPC percent-encodes in `grpc-message`: everything outside
+/// printable ASCII, and `%` itself.
+const GRPC_MESSAGE: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b'%');
 
 /// Every gRPC service (both IAM versions), plus server reflection (v1 and v1alpha).
 pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
@@ -74,6 +95,7 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
     let v1_registry = v1_registry::V1Registry(ward.clone());
     let v1_people = v1_people::V1People(ward.clone());
     let v1_iam = v1_iam::V1Iam(ward.clone());
+    let sts = sts::Sts(ward.clone());
     let advisories = advisories::Advisories(ward);
     macro_rules! add {
         ($router:expr, $state:expr, $($server:path),*) => {{
@@ -111,7 +133,13 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
     let router = add!(
         router,
         iam::Ping,
-        ward_proto::ping::v2::ping_service_server::PingServiceServer<iam::Ping>
+        ward_proto::ping::v2::ping_service_server::PingServiceServer<iam::Ping>,
+        ward_proto::ping::v2beta1::ping_service_server::PingServiceServer<iam::Ping>
+    );
+    let router = add!(
+        router,
+        sts,
+        ward_proto::oidc::security_token_service_server::SecurityTokenServiceServer<sts::Sts>
     );
     let router = add!(
         router,
@@ -132,6 +160,9 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
         >,
         ward_proto::vulnerabilities::v1::advisories_server::AdvisoriesServer<advisories::Advisories>,
         ward_proto::advisory::v2::security_advisory_service_server::SecurityAdvisoryServiceServer<
+            advisories::Advisories,
+        >,
+        ward_proto::advisory::v2beta1::security_advisory_service_server::SecurityAdvisoryServiceServer<
             advisories::Advisories,
         >
     );

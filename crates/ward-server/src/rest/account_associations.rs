@@ -61,7 +61,7 @@ async fn check(w: &Ward, c: &Caller, uid: String, body: JsonBody) -> Result<serd
 }
 
 pub fn routes() -> Routes {
-    crud::routes::<Associations>("accountAssociations", get(list_associations))
+    crud::routes::<Associations>("accountAssociations", get(list_associations), None)
 }
 
 pub fn endpoints() -> Vec<Endpoint> {

@@ -33,7 +33,6 @@ pub fn routes() -> Routes {
     for v in ["v2beta1", "v2"] {
         r = r
             .route(&format!("/vulnerabilities/{v}/advisories"), get(list_advisories))
-            .route(&format!("/vulnerabilities/{v}/advisories/"), get(list_advisories))
             .route(&format!("/vulnerabilities/{v}/advisories/{{*uid}}"), get(get_advisory));
     }
     r.route(
@@ -52,6 +51,8 @@ pub fn routes() -> Routes {
     .route("/osv/{file}", get(osv))
     .route("/advisory/v2/documents", get(documents))
     .route("/advisory/v2/metadata", get(metadata))
+    .route("/advisory/v2beta1/documents", get(documents))
+    .route("/advisory/v2beta1/metadata", get(metadata))
 }
 
 pub fn endpoints() -> Vec<Endpoint> {
@@ -67,9 +68,25 @@ pub fn endpoints() -> Vec<Endpoint> {
             )
         };
     }
+    // The public feed: no token needed.
+    macro_rules! feed {
+        ($v:literal, $path:literal, $rpc:literal) => {
+            rpc(
+                Method::GET,
+                concat!("/advisory/", $v, "/", $path),
+                "",
+                concat!(
+                    "chainguard.platform.advisory.",
+                    $v,
+                    ".SecurityAdvisoryService.",
+                    $rpc
+                ),
+                false,
+            )
+        };
+    }
     let mut e = versioned! {"vulnerabilities", "AdvisoriesService", [
         (GET, "/advisories", "", "ListAdvisories"),
-        (GET, "/advisories/", "", "ListAdvisories"),
         (GET, "/advisories/{uid=**}", "", "GetAdvisory"),
     ]};
     e.extend([
@@ -81,20 +98,10 @@ pub fn endpoints() -> Vec<Endpoint> {
         v1!(POST, "/advisories/{parent_id=**}/events", "*", "CreateAdvisoryEvent"),
         v1!(GET, "/advisories/{parent_id=**}/events", "", "ListAdvisoryEvents"),
         v1!(PUT, "/advisory_events/{id=**}", "*", "UpdateAdvisoryEvent"),
-        rpc(
-            Method::GET,
-            "/advisory/v2/documents",
-            "",
-            "chainguard.platform.advisory.v2.SecurityAdvisoryService.ListDocuments",
-            false,
-        ),
-        rpc(
-            Method::GET,
-            "/advisory/v2/metadata",
-            "",
-            "chainguard.platform.advisory.v2.SecurityAdvisoryService.ListVulnerabilityMetadata",
-            false,
-        ),
+        feed!("v2beta1", "documents", "ListDocuments"),
+        feed!("v2beta1", "metadata", "ListVulnerabilityMetadata"),
+        feed!("v2", "documents", "ListDocuments"),
+        feed!("v2", "metadata", "ListVulnerabilityMetadata"),
         Endpoint::Raw(Raw {
             errors: &[400, 401, 404, 500],
             ..raw(

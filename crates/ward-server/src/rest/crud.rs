@@ -105,20 +105,29 @@ pub fn item_routes<R: Resource>() -> MethodRouter<Arc<Ward>> {
 }
 
 /// Registers `collection` (list + item routes) under every IAM version.
-pub fn routes<R: Resource>(collection: &str, list: MethodRouter<Arc<Ward>>) -> Routes {
+/// `root` serves `…/{collection}/`, the create template with an empty
+/// parent (grpc-gateway's `{parent=**}` matches no segment), for resources
+/// that can be created without one; otherwise that path is no route (a
+/// list there would answer a get with an empty uid).
+pub fn routes<R: Resource>(
+    collection: &str,
+    list: MethodRouter<Arc<Ward>>,
+    root: Option<MethodRouter<Arc<Ward>>>,
+) -> Routes {
     let mut r = Routes::new();
     for v in ["v2beta1", "v2"] {
         r = r
             .route(&format!("/iam/{v}/{collection}"), list.clone())
-            // grpc-gateway's `{parent=**}` also matches an empty parent.
-            .route(&format!("/iam/{v}/{collection}/"), list.clone())
             .route(&format!("/iam/{v}/{collection}/{{*uid}}"), item_routes::<R>());
+        if let Some(root) = &root {
+            r = r.route(&format!("/iam/{v}/{collection}/"), root.clone());
+        }
     }
     r
 }
 
 /// The endpoints of [`routes`] for resource `$r` of IAM service `$service`:
-/// List (`GET /collection` and `GET /collection/`), Create (`POST
+/// List (`GET /collection`), Create (`POST
 /// …/{parent=**}`, the body is the resource field), Get, Delete, and Update
 /// (`PATCH …/{field.uid=**}`) when `$r` is updatable. Custom verbs and extra
 /// collection methods are the resource module's to add.
@@ -126,7 +135,6 @@ macro_rules! endpoints {
     ($r:ty, $service:literal, $collection:literal, $field:literal, $kind:literal, $plural:literal) => {{
         let mut e = $crate::rest::versioned! {"iam", $service, [
             (GET, concat!("/", $collection), "", concat!("List", $plural)),
-            (GET, concat!("/", $collection, "/"), "", concat!("List", $plural)),
             (POST, concat!("/", $collection, "/{parent=**}"), $field, concat!("Create", $kind)),
             (GET, concat!("/", $collection, "/{uid=**}"), "", concat!("Get", $kind)),
             (DELETE, concat!("/", $collection, "/{uid=**}"), "", concat!("Delete", $kind)),

@@ -47,12 +47,24 @@ impl Resource for Groups {
     fn set_uid(msg: &mut Group, uid: String) {
         msg.uid = uid;
     }
-    async fn verb(w: &Ward, c: &Caller, uid: String, verb: &str, _body: JsonBody) -> Option<Result<serde_json::Value>> {
+    async fn verb(w: &Ward, c: &Caller, uid: String, verb: &str, body: JsonBody) -> Option<Result<serde_json::Value>> {
         match verb {
+            // The body is the whole request (`body: "*"`); its `groupUid`,
+            // when given, is the path's.
             "requestGroupAccess" => Some(
-                w.request_group_access(c, RequestGroupAccessRequest { group_uid: uid })
-                    .await
-                    .and_then(to_json),
+                async {
+                    let req: RequestGroupAccessRequest = body.message()?;
+                    if !req.group_uid.is_empty() && req.group_uid != uid {
+                        return Err(ward_core::Error::invalid(
+                            "group_uid",
+                            "groupUid in the body differs from the group in the path",
+                        ));
+                    }
+                    w.request_group_access(c, RequestGroupAccessRequest { group_uid: uid })
+                        .await
+                        .and_then(to_json)
+                }
+                .await,
             ),
             _ => None,
         }
@@ -65,7 +77,11 @@ fn to_json<T: serde::Serialize>(v: T) -> Result<serde_json::Value> {
 
 /// Groups also accept POST on the collection itself: a new organization.
 pub fn routes() -> Routes {
-    let mut r = crud::routes::<Groups>("groups", get(list_groups).post(create_organization));
+    let mut r = crud::routes::<Groups>(
+        "groups",
+        get(list_groups).post(create_organization),
+        Some(axum::routing::post(create_organization)),
+    );
     for v in ["v2beta1", "v2"] {
         r = r
             .route(&format!("/iam/{v}/groups:lookupGroup"), get(lookup_group))
@@ -85,8 +101,8 @@ pub fn endpoints() -> Vec<Endpoint> {
         // A new organization: grpc-gateway's `{parent=**}` matching no segment.
         (POST, "/groups", "group", "CreateGroup"),
         (POST, "/groups/", "group", "CreateGroup"),
-        // The body is read as JSON but not used: the request is the path's uid.
-        (POST, "/groups/{group_uid=**}:requestGroupAccess", "", "RequestGroupAccess"),
+        // The body is the request; its groupUid is the path's.
+        (POST, "/groups/{group_uid=**}:requestGroupAccess", "*", "RequestGroupAccess"),
         (GET, "/groups:lookupGroup", "", "LookupGroup"),
         (GET, "/groups:checkEligibility", "", "CheckEligibility"),
         (GET, "/groups:accessRequests", "", "ListGroupAccessRequests"),

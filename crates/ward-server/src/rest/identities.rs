@@ -48,7 +48,7 @@ impl Resource for Identities {
 }
 
 pub fn routes() -> Routes {
-    let mut r = crud::routes::<Identities>("identities", get(list_identities));
+    let mut r = crud::routes::<Identities>("identities", get(list_identities), None);
     for v in ["v2beta1", "v2"] {
         r = r
             .route(&format!("/iam/{v}/identities:lookupIdentity"), get(lookup_identity))
@@ -64,21 +64,55 @@ pub fn endpoints() -> Vec<Endpoint> {
     let mut e = crud::endpoints! {Identities, "IdentitiesService", "identities", "identity", "Identity", "Identities"};
     e.extend(versioned! {"iam", "IdentitiesService", [
         (GET, "/identities:lookupIdentity", "", "LookupIdentity"),
-        // The body is the metadata; `update_mask` is a query parameter.
-        (PATCH, "/identities:updateIdentityMetadata", "identity_metadata", "UpdateIdentityMetadata"),
+        // The body is the whole request, `{"identityMetadata": …, "updateMask": …}`.
+        (PATCH, "/identities:updateIdentityMetadata", "*", "UpdateIdentityMetadata"),
     ]});
     e
 }
 
+/// The body is the whole request (`body: "*"`), as SDK clients send it:
+/// `{"identityMetadata": {…}, "updateMask": "company,jobTitle"}`; without a
+/// mask (in the body or the query), the keys of `identityMetadata` are it.
+/// A body that is the metadata itself (no `identityMetadata` key) is read
+/// the same way, for clients written against Ward's earlier binding.
 async fn update_metadata(
     State(w): State<Arc<Ward>>,
     Auth(c): Auth,
     mut q: Params,
-    body: super::JsonBody,
+    mut body: super::JsonBody,
 ) -> Reply<ward_proto::iam::v2::IdentityMetadata> {
-    let mask = super::update_mask(&mut q, &body);
+    let inner = ["identityMetadata", "identity_metadata"]
+        .into_iter()
+        .find_map(|k| body.0.remove(k));
+    let (metadata, body_mask) = match inner {
+        None => (body, None),
+        Some(serde_json::Value::Object(m)) => {
+            let mask = ["updateMask", "update_mask"].into_iter().find_map(|k| body.0.remove(k));
+            if let Some(extra) = body.0.keys().next() {
+                return Err(Error::invalid(
+                    extra.clone(),
+                    "UpdateIdentityMetadataRequest has only identityMetadata and updateMask",
+                )
+                .into());
+            }
+            (super::JsonBody(m), mask)
+        }
+        Some(serde_json::Value::Null) => (super::JsonBody(Default::default()), None),
+        Some(_) => return Err(Error::invalid("identity_metadata", "identityMetadata must be an object").into()),
+    };
+    let mut mask = super::update_mask(&mut q, &metadata);
+    match body_mask {
+        None | Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::String(m)) if m.is_empty() => {}
+        Some(serde_json::Value::String(m)) => {
+            mask = UpdateMask::Paths(m.split(',').map(|p| p.trim().to_owned()).collect());
+        }
+        Some(_) => {
+            return Err(Error::invalid("update_mask", "updateMask is a string of comma-separated field paths").into());
+        }
+    }
     q.finish()?;
-    Ok(Json(w.update_own_metadata(&c, body.message()?, mask).await?))
+    Ok(Json(w.update_own_metadata(&c, metadata.message()?, mask).await?))
 }
 
 async fn lookup_identity(

@@ -34,7 +34,10 @@ mod sts;
 mod system;
 pub mod table;
 pub mod transcode;
+pub mod unserved;
 mod v1;
+#[cfg(test)]
+mod wire_contract;
 
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -178,42 +181,6 @@ fn unimplemented(status: http::StatusCode, message: String) -> Response {
     });
     (status, axum::Json(body)).into_response()
 }
-
-/// Custom-verb paths (`…/groups:lookupGroup`, `…/{uid}:requestGroupAccess`)
-/// of RPCs Ward does not implement answer HTTP 501, code 12 UNIMPLEMENTED,
-/// instead of a 404 or a misleading 400 from the uid route they resemble.
-/// Verbs that Ward does implement are routed before this check.
-pub async fn unimplemented_verbs(req: Request, next: axum::middleware::Next) -> Response {
-    let path = req.uri().path();
-    let last = path.rsplit('/').next().unwrap_or("");
-    if path.starts_with("/iam/")
-        && let Some((_, verb)) = last.rsplit_once(':')
-        && !verb.is_empty()
-        && verb.bytes().all(|b| b.is_ascii_alphabetic())
-        && !IMPLEMENTED_VERBS.contains(&verb)
-    {
-        return unimplemented(
-            http::StatusCode::NOT_IMPLEMENTED,
-            format!("the custom method \":{verb}\" is not implemented by this server"),
-        );
-    }
-    next.run(req).await
-}
-
-/// Custom verbs that have routes of their own.
-const IMPLEMENTED_VERBS: &[&str] = &[
-    "lookupIdentity",
-    "batchCreate",
-    "batchDelete",
-    "lookupGroup",
-    "checkEligibility",
-    "requestGroupAccess",
-    "accessRequests",
-    "checkAccountAssociation",
-    "updateIdentityMetadata",
-    // v1 (`/iam/v1/account_associations/{group=**}:check`).
-    "check",
-];
 
 /// Largest unread request body that is drained so the connection stays
 /// usable (Go's net/http drains up to the same amount).

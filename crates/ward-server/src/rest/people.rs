@@ -123,8 +123,8 @@ impl Resource for Invites {
 }
 
 pub fn routes() -> Routes {
-    let mut r = crud::routes::<Providers>("identityProviders", get(list_providers))
-        .merge(crud::routes::<Invites>("groupInvites", get(list_invites)));
+    let mut r = crud::routes::<Providers>("identityProviders", get(list_providers), None)
+        .merge(crud::routes::<Invites>("groupInvites", get(list_invites), None));
     // The batch verb is routed before the `{*uid}` item routes match it.
     for v in ["v2beta1", "v2"] {
         r = r.route(
@@ -135,6 +135,7 @@ pub fn routes() -> Routes {
     r.merge(crud::routes::<Mappings>(
         "externalGroupRoleMappings",
         get(list_mappings),
+        None,
     ))
     .route("/auth/v1/register", post(register))
 }

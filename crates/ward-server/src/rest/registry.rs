@@ -25,7 +25,6 @@ pub fn routes() -> Routes {
     for v in ["v2beta1", "v2"] {
         r = r
             .route(&format!("/registry/{v}/repos"), get(list_repos))
-            .route(&format!("/registry/{v}/repos/"), get(list_repos))
             .route(
                 &format!("/registry/{v}/repos/{{*path}}"),
                 post(create_repo)
@@ -34,7 +33,6 @@ pub fn routes() -> Routes {
                     .delete(delete_repo),
             )
             .route(&format!("/registry/{v}/tags"), get(list_tags))
-            .route(&format!("/registry/{v}/tags/"), get(list_tags))
             .route(
                 &format!("/registry/{v}/tags/{{*path}}"),
                 post(create_tag).get(get_tag).delete(delete_tag),
@@ -48,7 +46,6 @@ pub fn routes() -> Routes {
 pub fn endpoints() -> Vec<Endpoint> {
     let mut e = versioned! {"registry", "ReposService", [
         (GET, "/repos", "", "ListRepos"),
-        (GET, "/repos/", "", "ListRepos"),
         (POST, "/repos/{parent=**}", "repo", "CreateRepo"),
         (GET, "/repos/{uid=**}", "", "GetRepo"),
         (PATCH, "/repos/{repo.uid=**}", "repo", "UpdateRepo"),
@@ -62,7 +59,6 @@ pub fn endpoints() -> Vec<Endpoint> {
     ]});
     e.extend(versioned! {"registry", "TagsService", [
         (GET, "/tags", "", "ListTags"),
-        (GET, "/tags/", "", "ListTags"),
         (POST, "/tags/{parent=**}", "tag", "CreateTag"),
         (GET, "/tags/{uid=**}", "", "GetTag"),
         (DELETE, "/tags/{uid=**}", "", "DeleteTag"),

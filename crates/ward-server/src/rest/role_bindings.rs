@@ -48,7 +48,7 @@ impl Resource for RoleBindings {
 }
 
 pub fn routes() -> Routes {
-    let mut r = crud::routes::<RoleBindings>("roleBindings", get(list_role_bindings));
+    let mut r = crud::routes::<RoleBindings>("roleBindings", get(list_role_bindings), None);
     for v in ["v2beta1", "v2"] {
         r = r.route(
             &format!("/iam/{v}/roleBindings:batchCreate"),

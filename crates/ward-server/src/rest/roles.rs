@@ -47,7 +47,7 @@ impl Resource for Roles {
 }
 
 pub fn routes() -> Routes {
-    crud::routes::<Roles>("roles", get(list_roles))
+    crud::routes::<Roles>("roles", get(list_roles), None)
 }
 
 pub fn endpoints() -> Vec<Endpoint> {

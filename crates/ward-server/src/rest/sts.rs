@@ -10,13 +10,9 @@ use super::Json;
 use axum::extract::{Request, State};
 use axum::http::HeaderMap;
 use axum::routing::get;
-use serde_json::{Value, json};
-use ward_proto::Timestamp;
 
 use super::table::{Endpoint, Raw, Routes};
 use super::{Auth, MAX_BODY_BYTES, Params, Reply, raw};
-use crate::services::sts::ExchangeRequest;
-use crate::status::ApiError;
 use crate::ward::Ward;
 
 pub fn routes(issuer_path: &str) -> Routes {
@@ -34,6 +30,11 @@ const EXCHANGE_QUERY: &[(&str, &str, bool)] = &[
     ),
     ("scope", "Group UIDP to restrict the new token to (repeatable).", false),
     ("scopes", "Same as scope (repeatable).", false),
+    (
+        "identity_provider",
+        "Not supported (people log in through the browser flow); a non-empty value is refused.",
+        false,
+    ),
     (
         "identity",
         "UIDP of the identity the token is for; when absent, the registered root-level identity of the \
@@ -63,7 +64,7 @@ pub fn endpoints(issuer_path: &str) -> Vec<Endpoint> {
             Method::GET,
             None,
             "Token exchange: the bearer token (an OIDC token of a trusted issuer, or a Ward token) becomes a \
-             Ward token, `{\"token\", \"expiry\"}`.",
+             Ward token, `{\"token\", \"refreshToken\": \"\", \"expiry\"}` (the SDK's `RawToken`; Ward issues no refresh tokens).",
         ),
         exchange(
             Method::POST,
@@ -83,15 +84,12 @@ pub fn endpoints(issuer_path: &str) -> Vec<Endpoint> {
     ]
 }
 
-fn rfc3339(secs: i64) -> Value {
-    serde_json::to_value(Timestamp {
-        seconds: secs,
-        nanos: 0,
-    })
-    .unwrap_or(Value::Null)
-}
-
-async fn exchange(State(w): State<Arc<Ward>>, headers: HeaderMap, mut q: Params, req: Request) -> Reply<Value> {
+async fn exchange(
+    State(w): State<Arc<Ward>>,
+    headers: HeaderMap,
+    mut q: Params,
+    req: Request,
+) -> Reply<ward_proto::oidc::RawToken> {
     // No token, nothing to exchange: say so before looking at the parameters.
     if !headers.contains_key(http::header::AUTHORIZATION) {
         return Err(ward_core::Error::Unauthenticated(
@@ -111,17 +109,21 @@ async fn exchange(State(w): State<Arc<Ward>>, headers: HeaderMap, mut q: Params,
     }
     let mut scopes = q.list("scopes")?;
     scopes.extend(q.list("scope")?);
-    let identity = q.string("identity");
-    let req = ExchangeRequest {
-        audiences: q.list("aud")?,
-        identity: (!identity.is_empty()).then_some(identity),
+    let mut identity_provider = q.string("identity_provider");
+    if identity_provider.is_empty() {
+        identity_provider = q.string("identityProvider");
+    }
+    let req = ward_proto::oidc::ExchangeRequest {
+        aud: q.list("aud")?,
+        identity: q.string("identity"),
         scopes,
-        caps: q.list("cap")?,
+        cap: q.list("cap")?,
+        identity_provider,
+        ..Default::default()
     };
     q.finish()?;
     let authorization = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let out = w.exchange(authorization, req).await.map_err(ApiError::from)?;
-    Ok(Json(json!({ "token": out.token, "expiry": rfc3339(out.expiry_secs) })))
+    Ok(Json(w.exchange_token(authorization, req).await?))
 }
 
 /// Who the caller is, until when, and what it may do where.

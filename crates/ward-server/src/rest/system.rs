@@ -23,6 +23,7 @@ pub fn routes(issuer_path: &str) -> Routes {
         )
         .route(&format!("{issuer_path}/.well-known/jwks.json"), get(jwks))
         .route("/ping/v2/ping", get(ping))
+        .route("/ping/v2beta1/ping", get(ping))
 }
 
 pub fn endpoints(issuer_path: &str) -> Vec<Endpoint> {
@@ -56,6 +57,13 @@ pub fn endpoints(issuer_path: &str) -> Vec<Endpoint> {
             "/ping/v2/ping",
             "",
             "chainguard.platform.ping.v2.PingService.Ping",
+            false,
+        ),
+        rpc(
+            Method::GET,
+            "/ping/v2beta1/ping",
+            "",
+            "chainguard.platform.ping.v2beta1.PingService.Ping",
             false,
         ),
     ]

@@ -506,9 +506,12 @@ impl Ward {
         req: DeleteAccountAssociationRequest,
     ) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
-        self.visible_association(caller, &uid).await?;
         self.authorize(caller, &rpc::DELETE_ACCOUNT_ASSOCIATION, &uid)?;
-        self.store.delete_account_association(&uid).await
+        // Idempotent like every other delete: one already gone is success.
+        match self.store.delete_account_association(&uid).await {
+            Err(Error::NotFound { .. }) => Ok(()),
+            r => r,
+        }
     }
 
     /// Whether the association with one provider works. Ward does not call

@@ -47,7 +47,7 @@ pub(crate) fn to_proto(r: GroupRecord) -> Group {
         verified: r.verified,
         create_time: Some(Timestamp::from_millis(r.create_time)),
         update_time: Some(Timestamp::from_millis(r.update_time)),
-        kind: 0,
+        kind: r.kind,
         status: 0,
     }
 }
@@ -78,6 +78,12 @@ impl Ward {
         }
         check_name("name", &group.name, &mut bad);
         check_description("description", &group.description, &mut bad);
+        if ward_proto::iam::v2::OrgKind::try_from(group.kind).is_err() {
+            bad.push(ward_core::error::FieldViolation {
+                field: "kind".into(),
+                description: format!("{} is not an OrgKind", group.kind),
+            });
+        }
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));
         }
@@ -92,6 +98,26 @@ impl Ward {
                 (uid.clone(), self.authorize_new_org(caller, &uid, now).await?)
             }
         };
+        // An organization's kind is set when it is created; its groups
+        // inherit it and may only restate it.
+        let kind = match &parent {
+            None => group.kind,
+            Some(p) => {
+                let inherited = self
+                    .store
+                    .get_group(p)
+                    .await?
+                    .ok_or_else(|| Error::not_found(GROUP_TYPE, p.as_str()))?
+                    .kind;
+                if group.kind != 0 && group.kind != inherited {
+                    return Err(Error::invalid(
+                        "kind",
+                        "a group inherits its organization's kind; leave kind unset or restate it",
+                    ));
+                }
+                inherited
+            }
+        };
         let record = GroupRecord {
             uid: uid.into(),
             parent_uid: parent.map(Into::into),
@@ -100,6 +126,7 @@ impl Ward {
             verified: false,
             create_time: now,
             update_time: now,
+            kind,
         };
         self.store.create_group(&record, owner.as_ref()).await?;
         if owner.is_some() {

@@ -202,6 +202,48 @@ impl Ward {
         }
     }
 
+    /// `SecurityTokenService.Exchange`, as gRPC and REST carry it: the
+    /// deprecated `scope` joins `scopes`; an identity provider is refused
+    /// (people log in through the browser flow, not an exchange).
+    pub async fn exchange_token(
+        &self,
+        authorization: Option<&str>,
+        req: ward_proto::oidc::ExchangeRequest,
+    ) -> Result<ward_proto::oidc::RawToken> {
+        if !req.identity_provider.is_empty() {
+            return Err(Error::invalid(
+                "identity_provider",
+                "exchanges through an identity provider are not supported; people log in with \
+                 `ward auth login --idp`",
+            ));
+        }
+        #[allow(deprecated)]
+        let mut scopes = req.scopes;
+        #[allow(deprecated)]
+        if !req.scope.is_empty() {
+            scopes.push(req.scope);
+        }
+        let out = self
+            .exchange(
+                authorization,
+                ExchangeRequest {
+                    audiences: req.aud,
+                    identity: (!req.identity.is_empty()).then_some(req.identity),
+                    scopes,
+                    caps: req.cap,
+                },
+            )
+            .await?;
+        Ok(ward_proto::oidc::RawToken {
+            token: out.token,
+            refresh_token: String::new(),
+            expiry: Some(ward_proto::Timestamp {
+                seconds: out.expiry_secs,
+                nanos: 0,
+            }),
+        })
+    }
+
     pub async fn exchange(&self, authorization: Option<&str>, req: ExchangeRequest) -> Result<Exchanged> {
         let now_ms = self.clock.now_millis();
         let raw = authorization

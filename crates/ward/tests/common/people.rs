@@ -71,6 +71,7 @@ pub async fn verified_org_at(s: &TestServer, name: &str, uid: &str) -> String {
         verified: true,
         create_time: now,
         update_time: now,
+        kind: 0,
     };
     s.ward()
         .store

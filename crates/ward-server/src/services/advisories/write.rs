@@ -23,6 +23,19 @@ pub struct EventChange {
     pub content: Option<AdvisoryEvent>,
 }
 
+/// Whether `c` is the content `cur` already has (what a read-modify-write
+/// client sends back): the same type and payload, and the same event time
+/// and findings where it states them.
+fn unchanged(cur: &EventRecord, c: &AdvisoryEvent) -> bool {
+    let Some(t) = c.r#type.as_ref() else {
+        return true;
+    };
+    payload_json(t).is_ok_and(|p| p == cur.payload)
+        && i64::from(super::kind_of(t).filter_number()) == cur.kind
+        && c.create_time.as_ref().is_none_or(|ts| ts.to_millis() == cur.event_time)
+        && (c.findings.is_empty() || c.findings == cur.findings)
+}
+
 /// A new random advisory id (CGA); the store's unique index refuses a taken one.
 pub(crate) fn fresh_cga() -> String {
     ward_core::advisory::new_cga(&mut rand::thread_rng())
@@ -243,7 +256,9 @@ impl Ward {
                         "an event is reviewed by someone other than its author".into(),
                     ));
                 }
-                if change.content.is_some() {
+                // A v1 client sends the event back as it read it, with a new
+                // status: content as it is is not a change.
+                if change.content.as_ref().is_some_and(|c| !unchanged(&cur, c)) {
                     return Err(Error::invalid(
                         "advisory_event",
                         "a review changes the status, reviewer and issue only, not the event's content",
@@ -254,7 +269,7 @@ impl Ward {
             }
             ReviewState::Pending | ReviewState::Unspecified => {
                 self.authorize(caller, &rpc::UPDATE_ADVISORY_EVENT, &uid)?;
-                if let Some(content) = change.content.filter(|c| c.r#type.is_some()) {
+                if let Some(content) = change.content.filter(|c| c.r#type.is_some() && !unchanged(&cur, c)) {
                     if current != ReviewState::RequestChanges {
                         return Err(Error::precondition(
                             "REVIEW_STATE",
