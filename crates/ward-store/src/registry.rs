@@ -49,9 +49,13 @@ pub struct TagRecord {
     pub uid: String,
     pub parent_uid: String,
     pub name: String,
+    /// Empty for a tag made by name that no push has pointed yet.
     pub digest: String,
     pub create_time: i64,
     pub update_time: i64,
+    pub deprecated: bool,
+    /// JSON array of the tag's bundle labels.
+    pub bundles: String,
 }
 
 /// One step of a tag's history: from `update_time` on, the tag pointed at
@@ -185,8 +189,11 @@ pub trait RegistryStore: Send + Sync + 'static {
     async fn referrers(&self, repo_uid: &str, digest: &str, limit: u32) -> Result<Vec<ManifestRecord>>;
 
     /// Creates the tag, or re-points the existing tag of that name (keeping its
-    /// uid and create time). NOT_FOUND (`MANIFEST_TYPE`) if the repo does not
-    /// hold the digest.
+    /// uid and create time) and sets its labels (`deprecated`, `bundles`). An
+    /// empty digest creates a tag no push has pointed yet, and leaves an
+    /// existing tag's digest as it is. NOT_FOUND (`MANIFEST_TYPE`) if the repo
+    /// does not hold a non-empty digest. (A push re-points a tag through
+    /// `put_manifest`, which keeps its labels.)
     async fn put_tag(&self, tag: &TagRecord) -> Result<TagRecord>;
     async fn get_tag(&self, uid: &Uidp) -> Result<Option<TagRecord>>;
     async fn find_tag(&self, repo_uid: &str, name: &str) -> Result<Option<TagRecord>>;

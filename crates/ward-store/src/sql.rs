@@ -61,7 +61,9 @@ pub const BINDING_COLUMNS: &str = "uid, parent_uid, identity_uid, role_uid, crea
 
 pub const REPO_COLUMNS: &str = "uid, parent_uid, org_uid, name, description, catalog_tier, bundles, aliases, \
                                 active_tags, create_time, update_time";
-pub const TAG_COLUMNS: &str = "uid, parent_uid, name, digest, create_time, update_time";
+/// A tag made by name before any push has no digest (NULL); it reads as "".
+pub const TAG_COLUMNS: &str =
+    "uid, parent_uid, name, COALESCE(digest, '') AS digest, create_time, update_time, deprecated, bundles";
 pub const ADVISORY_COLUMNS: &str = "uid, parent_uid, advisory_id, legacy_advisory_id, origin, author, artifact_name, \
                                     artifact_type, artifact_architecture, component_name, component_location, \
                                     component_type, aliases, severities, latest_type, fixed_version, create_time, \

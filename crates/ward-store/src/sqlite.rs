@@ -206,14 +206,30 @@ fn values(binds: Vec<Bind>) -> Vec<Value> {
         .collect()
 }
 
+/// Runs the migrations not yet applied, in one transaction, with foreign
+/// keys off (SQLite's procedure for rebuilding a table: dropping the old one
+/// must not cascade to the rows that reference it) and checked before the
+/// commit: a violation fails the whole migration.
 fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
-    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let done: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    for (i, m) in MIGRATIONS.iter().enumerate().skip(done) {
-        tx.execute_batch(m)?;
-        tx.pragma_update(None, "user_version", i + 1)?;
-    }
-    tx.commit()
+    c.pragma_update(None, "foreign_keys", false)?;
+    let result = (|| {
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let done: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        for (i, m) in MIGRATIONS.iter().enumerate().skip(done) {
+            tx.execute_batch(m)?;
+            tx.pragma_update(None, "user_version", i + 1)?;
+        }
+        let violation: Option<String> = tx.query_row("PRAGMA foreign_key_check", [], |r| r.get(0)).optional()?;
+        if let Some(table) = violation {
+            return Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY),
+                Some(format!("migration left a broken foreign key in {table}")),
+            ));
+        }
+        tx.commit()
+    })();
+    c.pragma_update(None, "foreign_keys", true)?;
+    result
 }
 
 /// Creates the database file readable by its owner only (SQLite creates
@@ -877,5 +893,65 @@ impl Store for SqliteStore {
             .collect()
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod migration_tests {
+    use super::*;
+
+    /// The tags-table rebuild of migration 12 keeps every tag and its
+    /// history (foreign keys are off while it runs, so dropping the old
+    /// table cascades nowhere), and leaves foreign keys on and intact.
+    #[test]
+    fn rebuilding_tags_keeps_tags_and_their_history() {
+        let mut c = Connection::open_in_memory().expect("open");
+        c.execute_batch("PRAGMA foreign_keys = ON").expect("fk on");
+        {
+            let tx = c.transaction().expect("tx");
+            for m in &MIGRATIONS[..11] {
+                tx.execute_batch(m).expect("migration");
+            }
+            tx.pragma_update(None, "user_version", 11).expect("version");
+            tx.execute_batch(
+                "INSERT INTO groups (uid, parent_uid, name, description, verified, create_time, update_time) \
+                 VALUES ('g', NULL, 'acme', '', 0, 1, 1); \
+                 INSERT INTO repos (uid, parent_uid, org_uid, name, description, create_time, update_time) \
+                 VALUES ('g/r', 'g', 'g', 'app', '', 1, 1); \
+                 INSERT INTO manifests (repo_uid, digest, media_type, artifact_type, subject, annotations, content, \
+                 create_time) VALUES ('g/r', 'sha256:aa', 'm', '', NULL, '{}', x'00', 1); \
+                 INSERT INTO tags (uid, parent_uid, name, digest, is_referrer, is_dated, is_epoch, create_time, \
+                 update_time) VALUES ('g/r/t', 'g/r', 'latest', 'sha256:aa', 0, 0, 0, 1, 2); \
+                 INSERT INTO tag_history (tag_uid, update_time, digest) VALUES ('g/r/t', 2, 'sha256:aa');",
+            )
+            .expect("rows");
+            tx.commit().expect("commit");
+        }
+        let history = |c: &Connection| -> i64 {
+            c.query_row("SELECT COUNT(*) FROM tag_history WHERE tag_uid = 'g/r/t'", [], |r| {
+                r.get(0)
+            })
+            .expect("count")
+        };
+        assert_eq!(history(&c), 1);
+        migrate(&mut c).expect("migrate to the latest version");
+        assert_eq!(history(&c), 1, "the history survives the rebuild");
+        let (digest, deprecated, bundles): (String, bool, String) = c
+            .query_row(
+                "SELECT digest, deprecated, bundles FROM tags WHERE uid = 'g/r/t'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .expect("the tag");
+        assert_eq!(
+            (digest.as_str(), deprecated, bundles.as_str()),
+            ("sha256:aa", false, "[]")
+        );
+        let fk: bool = c.query_row("PRAGMA foreign_keys", [], |r| r.get(0)).expect("pragma");
+        assert!(fk, "foreign keys are on again");
+        // Deleting the manifest still cascades to the tag, then its history.
+        c.execute("DELETE FROM manifests WHERE digest = 'sha256:aa'", [])
+            .expect("delete");
+        assert_eq!(history(&c), 0);
     }
 }

@@ -81,6 +81,8 @@ fn tag(repo: &Uidp, name: &str, d: &str, t: i64) -> TagRecord {
         digest: d.into(),
         create_time: t,
         update_time: t,
+        deprecated: false,
+        bundles: "[]".into(),
     }
 }
 

@@ -1391,6 +1391,42 @@ async fn static_keys_identities_verify_offline() {
         let (me, _) = who_am_i(&s, &token).await;
         assert_eq!(me["expiry"], expiration, "[{b}] {me}");
 
+        // The same exchange over gRPC, as SDK clients (the Terraform
+        // provider) make it: the identity token as the bearer, the identity
+        // and the audience (the API URL) in the request; a RawToken back.
+        let mut sts = ward_proto::oidc::security_token_service_client::SecurityTokenServiceClient::new(
+            tonic::transport::Channel::from_shared(format!("http://{}", s.addr()))
+                .expect("uri")
+                .connect()
+                .await
+                .expect("connect"),
+        );
+        let mut req = tonic::Request::new(ward_proto::oidc::ExchangeRequest {
+            aud: vec![s.base.clone()],
+            identity: robot.clone(),
+            ..Default::default()
+        });
+        let bearer = format!("Bearer {}", ks.sign(&live.claims(&s, "robot")));
+        req.metadata_mut()
+            .insert("authorization", bearer.parse().expect("ascii"));
+        let raw = sts.exchange(req).await.expect("Exchange over gRPC").into_inner();
+        assert!(raw.refresh_token.is_empty(), "[{b}] Ward issues no refresh tokens");
+        assert_eq!(
+            raw.expiry.map(|t| rfc3339(t.seconds)),
+            Some(expiration.clone()),
+            "[{b}] the expiry is the token's"
+        );
+        assert_eq!(jwt_parts(&raw.token).1["sub"], robot, "[{b}]");
+        assert_eq!(list_uids(&s, &raw.token, G, "groups").await, vec![org.clone()], "[{b}]");
+        let mut req = tonic::Request::new(ward_proto::oidc::ExchangeRequest {
+            identity: robot.clone(),
+            ..Default::default()
+        });
+        req.metadata_mut()
+            .insert("authorization", "Bearer not-a-token".parse().expect("ascii"));
+        let refused = sts.exchange(req).await.expect_err("a malformed token");
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated, "[{b}] {refused:?}");
+
         // The issuer's published key does not help: only the stored JWKS counts.
         let r = exchange(&s, &live_key.sign(&live.claims(&s, "robot")), &[("identity", &robot)]).await;
         assert_refused(b, "static: the issuer's live key", &r, 401, "kid");

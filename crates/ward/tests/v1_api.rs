@@ -554,8 +554,7 @@ fn assert_tag_same(ctx: &str, v1: &Value, v2: &Value) {
         &[("name", "name"), ("digest", "digest"), ("lastUpdated", "updateTime")],
     );
     assert!(field(v1, "lastUpdated").is_some(), "{ctx}: lastUpdated: {v1}");
-    assert_eq!(v1["deprecated"], false, "{ctx}: {v1}");
-    assert_eq!(v1["bundles"], json!([]), "{ctx}: {v1}");
+    assert_pairs(ctx, v1, v2, &[("deprecated", "deprecated"), ("bundles", "bundles")]);
 }
 
 fn assert_advisory_same(ctx: &str, v1: &Value, v2: &Value) {
@@ -1801,14 +1800,17 @@ async fn tags_v1_classes_updates_and_history() {
             "[{b}] {summary}"
         );
 
-        // UpdateTag changes only the digest: a rename or an unkept label is refused.
+        // UpdateTag changes the digest and the labels: a rename or a label
+        // outside the bundle syntax is refused.
         let tag = all.iter().find(|t| t["name"] == "1.2").expect("1.2").clone();
         let tid = v1_id(&tag);
         for (what, body, field) in [
             ("a rename", json!({ "name": "1.3", "digest": d1 }), "name"),
-            ("deprecated", json!({ "digest": d1, "deprecated": true }), "deprecated"),
-            ("bundles", json!({ "digest": d1, "bundles": ["fips"] }), "bundles"),
-            ("no digest", json!({}), "digest"),
+            (
+                "a bad bundle",
+                json!({ "digest": d1, "bundles": ["Not A Label!"] }),
+                "bundles",
+            ),
             (
                 "a digest the repo lacks",
                 json!({ "digest": sha256(b"nothing") }),
@@ -3349,5 +3351,118 @@ async fn v1_updates_take_back_what_was_read() {
             &["reviewer"],
         )
         .await;
+    }
+}
+
+/// The Terraform provider's `chainguard_image_tag`, over v1 gRPC as it sends
+/// it: CreateTag with a name, bundles and the deprecated flag but no digest
+/// (a tag made by name, which a later push points); ListTags by id reads it
+/// back; UpdateTag with no digest changes the labels and leaves the digest;
+/// a push keeps the labels; an unpointed tag is not pullable and not in the
+/// OCI tag list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_made_by_name_carry_labels_until_a_push_points_them() {
+    for s in common::servers().await {
+        let b = s.backend;
+        let acme = org(&s, "acme").await;
+        let repo = v1_id(&post(&s, &format!("{REPO1}/{acme}"), json!({ "name": "app" })).await);
+        let mut registry = RegistryClient::with_interceptor(channel(&s).await, Bearer(s.token.clone()));
+        let created = registry
+            .create_tag(reg1::CreateTagRequest {
+                repo_id: repo.clone(),
+                tag: Some(reg1::Tag {
+                    name: "stable".into(),
+                    bundles: vec!["fips".into()],
+                    deprecated: true,
+                    ..Default::default()
+                }),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("[{b}] CreateTag without a digest: {e:?}"))
+            .into_inner();
+        assert!(created.id.starts_with(&format!("{repo}/")), "[{b}] {created:?}");
+        assert_eq!(
+            (created.digest.as_str(), created.deprecated, created.bundles.as_slice()),
+            ("", true, ["fips".to_owned()].as_slice()),
+            "[{b}]"
+        );
+        let reader = registry.clone();
+        let read = |id: String| {
+            let mut registry = reader.clone();
+            async move {
+                let items = registry
+                    .list_tags(reg1::TagFilter {
+                        id,
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("ListTags by id")
+                    .into_inner()
+                    .items;
+                assert_eq!(items.len(), 1, "{items:?}");
+                items[0].clone()
+            }
+        };
+        assert_eq!(read(created.id.clone()).await, created, "[{b}] read back as created");
+
+        // Not pullable, not listed by the registry, until a push points it.
+        let (status, _) = s.get("/v2/acme/app/manifests/stable").await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "[{b}]");
+
+        // Labels change; the digest (none) stays.
+        let updated = registry
+            .update_tag(reg1::Tag {
+                id: created.id.clone(),
+                name: "stable".into(),
+                bundles: vec!["fips".into(), "base".into()],
+                deprecated: false,
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("[{b}] UpdateTag of labels: {e:?}"))
+            .into_inner();
+        assert_eq!(
+            (updated.deprecated, updated.bundles.len()),
+            (false, 2),
+            "[{b}] {updated:?}"
+        );
+
+        // A push points it and keeps its labels; an update without a digest
+        // leaves it pointed.
+        let digest = push_image(&s, "acme/app", "stable").await;
+        let pointed = read(created.id.clone()).await;
+        assert_eq!(
+            (pointed.digest.as_str(), pointed.bundles.as_slice()),
+            (digest.as_str(), ["fips".to_owned(), "base".to_owned()].as_slice()),
+            "[{b}]"
+        );
+        assert_eq!(served(&s, "acme/app", "stable").await.as_deref(), Some(digest.as_str()));
+        registry
+            .update_tag(reg1::Tag {
+                id: created.id.clone(),
+                name: "stable".into(),
+                deprecated: true,
+                ..Default::default()
+            })
+            .await
+            .expect("UpdateTag of labels only");
+        let after = read(created.id.clone()).await;
+        assert_eq!((after.digest, after.deprecated), (digest.clone(), true), "[{b}]");
+        let listed = get(&s, "/v2/acme/app/tags/list").await;
+        assert_eq!(listed["tags"], json!(["stable"]), "[{b}] {listed}");
+
+        // An unknown bundle label is refused.
+        let bad = registry
+            .create_tag(reg1::CreateTagRequest {
+                repo_id: repo.clone(),
+                tag: Some(reg1::Tag {
+                    name: "odd".into(),
+                    bundles: vec!["Not A Label!".into()],
+                    ..Default::default()
+                }),
+            })
+            .await
+            .expect_err("a bad bundle");
+        assert_eq!(bad.code(), Code::InvalidArgument, "[{b}] {bad:?}");
     }
 }

@@ -48,15 +48,19 @@ async fn has_row(c: &mut PgConnection, sql: &str, a: &str, b: &str) -> Result<bo
 /// its history; returns it as stored. Its update_time only changes (and then
 /// grows) when its digest does, so a history row keyed by it is new exactly
 /// when the tag is created or moved.
-async fn upsert_tag(c: &mut PgConnection, t: &TagRecord) -> Result<TagRecord> {
+async fn upsert_tag(c: &mut PgConnection, t: &TagRecord, labels: bool) -> Result<TagRecord> {
     let (referrer, dated, epoch) = tag_flags(&t.name);
     let row: TagRecord = sqlx::query_as(&format!(
-        "INSERT INTO tags (uid, parent_uid, name, digest, is_referrer, is_dated, is_epoch, create_time, update_time) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-         ON CONFLICT (parent_uid, name) DO UPDATE SET digest = excluded.digest, \
-         update_time = CASE WHEN tags.digest = excluded.digest THEN tags.update_time \
+        "INSERT INTO tags (uid, parent_uid, name, digest, is_referrer, is_dated, is_epoch, create_time, update_time, \
+         deprecated, bundles) \
+         VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, $8, $9, $10, $11) \
+         ON CONFLICT (parent_uid, name) DO UPDATE SET digest = COALESCE(excluded.digest, tags.digest), \
+         update_time = CASE WHEN excluded.digest IS NULL OR tags.digest IS NOT DISTINCT FROM excluded.digest \
+                            THEN tags.update_time \
                             WHEN excluded.update_time > tags.update_time THEN excluded.update_time \
-                            ELSE tags.update_time + 1 END \
+                            ELSE tags.update_time + 1 END, \
+         deprecated = CASE WHEN $12 THEN excluded.deprecated ELSE tags.deprecated END, \
+         bundles = CASE WHEN $12 THEN excluded.bundles ELSE tags.bundles END \
          RETURNING {TAG_COLUMNS}"
     ))
     .bind(&t.uid)
@@ -68,9 +72,15 @@ async fn upsert_tag(c: &mut PgConnection, t: &TagRecord) -> Result<TagRecord> {
     .bind(i64::from(epoch))
     .bind(t.create_time)
     .bind(t.update_time)
+    .bind(t.deprecated)
+    .bind(&t.bundles)
+    .bind(labels)
     .fetch_one(&mut *c)
     .await
     .map_err(|e| db_err("upsert tag", e))?;
+    if row.digest.is_empty() {
+        return Ok(row);
+    }
     sqlx::query(
         "INSERT INTO tag_history (tag_uid, update_time, digest) VALUES ($1, $2, $3) \
          ON CONFLICT (tag_uid, update_time) DO NOTHING",
@@ -349,7 +359,7 @@ impl RegistryStore for PostgresStore {
             .map_err(|e| db_err("insert manifest refs", e))?;
         }
         let tag = match tag {
-            Some(t) => Some(upsert_tag(&mut tx, t).await?),
+            Some(t) => Some(upsert_tag(&mut tx, t, false).await?),
             None => None,
         };
         Self::commit(tx).await?;
@@ -406,10 +416,10 @@ impl RegistryStore for PostgresStore {
             return Err(Error::not_found(REPO_TYPE, t.parent_uid.clone()));
         }
         let sql = "SELECT 1 FROM manifests WHERE repo_uid = $1 AND digest = $2 FOR SHARE";
-        if !has_row(&mut tx, sql, &t.parent_uid, &t.digest).await? {
+        if !t.digest.is_empty() && !has_row(&mut tx, sql, &t.parent_uid, &t.digest).await? {
             return Err(Error::not_found(MANIFEST_TYPE, t.digest.clone()));
         }
-        let row = upsert_tag(&mut tx, t).await?;
+        let row = upsert_tag(&mut tx, t, true).await?;
         Self::commit(tx).await?;
         Ok(row)
     }
@@ -464,14 +474,15 @@ impl RegistryStore for PostgresStore {
     }
 
     async fn tag_names(&self, repo_uid: &str, last: Option<&str>, limit: u32) -> Result<Vec<String>> {
-        let rows: Vec<(String,)> =
-            sqlx::query_as("SELECT name FROM tags WHERE parent_uid = $1 AND name > $2 ORDER BY name LIMIT $3")
-                .bind(repo_uid)
-                .bind(last.unwrap_or(""))
-                .bind(i64::from(limit))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| db_err("tag names", e))?;
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT name FROM tags WHERE parent_uid = $1 AND name > $2 AND digest IS NOT NULL ORDER BY name LIMIT $3",
+        )
+        .bind(repo_uid)
+        .bind(last.unwrap_or(""))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("tag names", e))?;
         Ok(rows.into_iter().map(|(n,)| n).collect())
     }
 

@@ -44,6 +44,8 @@ fn tag_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TagRecord> {
         digest: r.get(3)?,
         create_time: r.get(4)?,
         update_time: r.get(5)?,
+        deprecated: r.get(6)?,
+        bundles: r.get(7)?,
     })
 }
 
@@ -82,15 +84,18 @@ fn has_manifest(c: &Connection, repo: &str, digest: &str) -> rusqlite::Result<bo
 /// its history; returns it as stored. Its update_time only changes (and then
 /// grows) when its digest does, so a history row keyed by it is new exactly
 /// when the tag is created or moved.
-fn upsert_tag(c: &Connection, t: &TagRecord) -> rusqlite::Result<TagRecord> {
+fn upsert_tag(c: &Connection, t: &TagRecord, labels: bool) -> rusqlite::Result<TagRecord> {
     let (referrer, dated, epoch) = tag_flags(&t.name);
     let row = c.prepare_cached(&format!(
-        "INSERT INTO tags (uid, parent_uid, name, digest, is_referrer, is_dated, is_epoch, create_time, update_time) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-         ON CONFLICT (parent_uid, name) DO UPDATE SET digest = excluded.digest, \
-         update_time = CASE WHEN tags.digest = excluded.digest THEN tags.update_time \
+        "INSERT INTO tags (uid, parent_uid, name, digest, is_referrer, is_dated, is_epoch, create_time, update_time, \
+         deprecated, bundles) \
+         VALUES (?1, ?2, ?3, NULLIF(?4, ''), ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+         ON CONFLICT (parent_uid, name) DO UPDATE SET digest = COALESCE(excluded.digest, tags.digest), \
+         update_time = CASE WHEN excluded.digest IS NULL OR tags.digest IS excluded.digest THEN tags.update_time \
                             WHEN excluded.update_time > tags.update_time THEN excluded.update_time \
-                            ELSE tags.update_time + 1 END \
+                            ELSE tags.update_time + 1 END, \
+         deprecated = CASE WHEN ?12 THEN excluded.deprecated ELSE tags.deprecated END, \
+         bundles = CASE WHEN ?12 THEN excluded.bundles ELSE tags.bundles END \
          RETURNING {TAG_COLUMNS}"
     ))?
     .query_row(
@@ -103,15 +108,20 @@ fn upsert_tag(c: &Connection, t: &TagRecord) -> rusqlite::Result<TagRecord> {
             dated,
             epoch,
             t.create_time,
-            t.update_time
+            t.update_time,
+            t.deprecated,
+            t.bundles,
+            labels
         ],
         tag_from_row,
     )?;
-    c.prepare_cached(
-        "INSERT INTO tag_history (tag_uid, update_time, digest) VALUES (?1, ?2, ?3) \
-         ON CONFLICT (tag_uid, update_time) DO NOTHING",
-    )?
-    .execute(params![row.uid, row.update_time, row.digest])?;
+    if !row.digest.is_empty() {
+        c.prepare_cached(
+            "INSERT INTO tag_history (tag_uid, update_time, digest) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (tag_uid, update_time) DO NOTHING",
+        )?
+        .execute(params![row.uid, row.update_time, row.digest])?;
+    }
     Ok(row)
 }
 
@@ -372,7 +382,7 @@ impl RegistryStore for SqliteStore {
                 }
             }
             let tag = match &tag {
-                Some(t) => Some(upsert_tag(&tx, t)?),
+                Some(t) => Some(upsert_tag(&tx, t, false)?),
                 None => None,
             };
             tx.commit()?;
@@ -431,10 +441,10 @@ impl RegistryStore for SqliteStore {
             if !exists(&tx, "repos", &t.parent_uid)? {
                 return Ok(Err(Error::not_found(REPO_TYPE, t.parent_uid.clone())));
             }
-            if !has_manifest(&tx, &t.parent_uid, &t.digest)? {
+            if !t.digest.is_empty() && !has_manifest(&tx, &t.parent_uid, &t.digest)? {
                 return Ok(Err(Error::not_found(MANIFEST_TYPE, t.digest.clone())));
             }
-            let row = upsert_tag(&tx, &t)?;
+            let row = upsert_tag(&tx, &t, true)?;
             tx.commit()?;
             Ok(Ok(row))
         })
@@ -496,7 +506,7 @@ impl RegistryStore for SqliteStore {
     async fn tag_names(&self, repo_uid: &str, last: Option<&str>, limit: u32) -> Result<Vec<String>> {
         let (repo, last) = (repo_uid.to_owned(), last.unwrap_or("").to_owned());
         self.read("tag names", move |c| {
-            c.prepare_cached("SELECT name FROM tags WHERE parent_uid = ?1 AND name > ?2 ORDER BY name LIMIT ?3")?
+            c.prepare_cached("SELECT name FROM tags WHERE parent_uid = ?1 AND name > ?2 AND digest IS NOT NULL ORDER BY name LIMIT ?3")?
                 .query_map(params![repo, last, limit], |r| r.get(0))?
                 .collect()
         })

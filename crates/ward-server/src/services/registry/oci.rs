@@ -691,6 +691,9 @@ impl Ward {
                 digest: record.digest.clone(),
                 create_time: now,
                 update_time: now,
+                // A push keeps a tag's labels (the store does not set them).
+                deprecated: false,
+                bundles: "[]".into(),
             }),
             Reference::Digest(_) => None,
         };

@@ -35,6 +35,8 @@ pub(crate) fn to_proto(t: TagRecord) -> Tag {
         name: t.name,
         digest: t.digest,
         update_time: Some(Timestamp::from_millis(t.update_time)),
+        deprecated: t.deprecated,
+        bundles: super::json_list(&t.bundles),
     }
 }
 
@@ -66,7 +68,12 @@ impl Ward {
         let tag = req.tag.unwrap_or_default();
         let mut bad = Vec::new();
         check_tag("name", &tag.name, &mut bad);
-        check_digest(&tag.digest, &mut bad);
+        // No digest: a tag made by name, pointed by a later push (or left
+        // as it is when the tag exists).
+        if !tag.digest.is_empty() {
+            check_digest(&tag.digest, &mut bad);
+        }
+        ward_core::registry::check_bundles("bundles", &tag.bundles, &mut bad);
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));
         }
@@ -87,6 +94,8 @@ impl Ward {
             digest: tag.digest,
             create_time: now,
             update_time: now,
+            deprecated: tag.deprecated,
+            bundles: super::to_json_list(&tag.bundles),
         };
         self.put_tag(&record).await
     }
@@ -104,11 +113,12 @@ impl Ward {
         }
     }
 
-    /// Re-points a tag at another manifest of its repo (v1 `UpdateTag`),
-    /// exactly as `docker push` to the same tag would: only the digest
-    /// changes, and the move is recorded in the tag's history. Tags are not
-    /// renamed (create the new name and delete the old): a name other than
-    /// the tag's own is INVALID_ARGUMENT, an empty one means its own.
+    /// v1 `UpdateTag`: re-points a tag at another manifest of its repo,
+    /// exactly as `docker push` to the same tag would (the move is recorded
+    /// in the tag's history; an empty digest leaves it where it is), and
+    /// replaces its labels (`deprecated`, `bundles`). Tags are not renamed
+    /// (create the new name and delete the old): a name other than the tag's
+    /// own is INVALID_ARGUMENT, an empty one means its own.
     /// Needs `tag.update` on the tag; NOT_FOUND when the caller cannot see it.
     pub async fn update_tag(&self, caller: &Caller, tag: Tag) -> Result<Tag> {
         let uid = Uidp::parse("tag.uid", &tag.uid)?;
@@ -128,13 +138,20 @@ impl Ward {
                 ),
             });
         }
-        check_digest(&tag.digest, &mut bad);
+        // An empty digest leaves the tag where it points (what a client that
+        // only changes labels sends).
+        if !tag.digest.is_empty() {
+            check_digest(&tag.digest, &mut bad);
+        }
+        ward_core::registry::check_bundles("bundles", &tag.bundles, &mut bad);
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));
         }
         let record = TagRecord {
             digest: tag.digest,
             update_time: self.clock.now_millis(),
+            deprecated: tag.deprecated,
+            bundles: super::to_json_list(&tag.bundles),
             ..current
         };
         self.put_tag(&record).await

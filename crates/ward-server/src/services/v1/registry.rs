@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 
-use ward_core::error::FieldViolation;
 use ward_core::{Error, Result};
 use ward_proto::Timestamp;
 use ward_proto::common::UidpFilter;
@@ -80,30 +79,15 @@ pub fn repo_out(r: v2::Repo, readme: String) -> v1::Repo {
     }
 }
 
-/// The v2 tag a v1 tag describes. `deprecated` and `bundles` are catalogue
-/// labels Ward does not keep: setting them is refused rather than dropped.
+/// The v2 tag a v1 tag describes (the same fields under other names).
 pub fn tag_in(t: v1::Tag) -> Result<v2::Tag> {
-    let mut bad = Vec::new();
-    if t.deprecated {
-        bad.push(FieldViolation {
-            field: "deprecated".into(),
-            description: "Ward does not keep tag deprecation; leave it false".into(),
-        });
-    }
-    if !t.bundles.is_empty() {
-        bad.push(FieldViolation {
-            field: "bundles".into(),
-            description: "Ward does not keep tag bundles; leave them empty".into(),
-        });
-    }
-    if !bad.is_empty() {
-        return Err(Error::InvalidArgument(bad));
-    }
     Ok(v2::Tag {
         uid: t.id,
         name: t.name,
         digest: t.digest,
         update_time: None,
+        deprecated: t.deprecated,
+        bundles: t.bundles,
     })
 }
 
@@ -113,8 +97,8 @@ pub fn tag_out(t: v2::Tag) -> v1::Tag {
         name: t.name,
         digest: t.digest,
         last_updated: t.update_time,
-        deprecated: false,
-        bundles: Vec::new(),
+        deprecated: t.deprecated,
+        bundles: t.bundles,
     }
 }
 
@@ -497,6 +481,8 @@ mod tests {
             name: name.into(),
             digest: digest.into(),
             update_time: Some(Timestamp::from_millis(ms)),
+            deprecated: false,
+            bundles: Vec::new(),
         }
     }
 
@@ -546,26 +532,18 @@ mod tests {
     }
 
     #[test]
-    fn tags_translate_and_refuse_unkept_labels() {
-        let t = tag("1.0", "sha256:aa", 7);
+    fn tags_translate_with_their_labels() {
+        let t = v2::Tag {
+            deprecated: true,
+            bundles: vec!["fips".into()],
+            ..tag("1.0", "sha256:aa", 7)
+        };
         let v1t = tag_out(t.clone());
         assert_eq!(v1t.id, t.uid);
         assert_eq!(v1t.last_updated, t.update_time);
-        assert!(!v1t.deprecated && v1t.bundles.is_empty());
+        assert!(v1t.deprecated && v1t.bundles == ["fips"]);
         let back = tag_in(v1t).unwrap();
-        assert_eq!(
-            (back.uid, back.name, back.digest, back.update_time),
-            (t.uid, t.name, t.digest, None)
-        );
-        let labelled = v1::Tag {
-            deprecated: true,
-            bundles: vec!["x".into()],
-            ..Default::default()
-        };
-        match tag_in(labelled) {
-            Err(Error::InvalidArgument(v)) => assert_eq!(v.len(), 2),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(back, v2::Tag { update_time: None, ..t });
     }
 
     #[test]
