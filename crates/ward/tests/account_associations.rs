@@ -174,14 +174,14 @@ async fn crud_over_rest() {
         assert_eq!(updated["amazon"], created["amazon"], "[{b}]");
         assert_eq!(updated["createTime"], created["createTime"], "[{b}]");
 
-        // Delete; then it is gone, and deleting again is NOT_FOUND.
+        // Delete; then it is gone, and deleting again succeeds (idempotent).
         let (status, body) = s.delete(&format!("{AA}/{team}")).await;
         assert_eq!(status, StatusCode::OK, "[{b}] DELETE: {body}");
         assert_eq!(body, json!({}), "[{b}]");
         let (status, body) = s.get(&format!("{AA}/{team}")).await;
         assert_error(b, status, &body, 404, 5, "NOT_FOUND");
         let (status, body) = s.delete(&format!("{AA}/{team}")).await;
-        assert_error(b, status, &body, 404, 5, "NOT_FOUND");
+        assert_eq!((status, &body), (StatusCode::OK, &json!({})), "[{b}] a second DELETE");
         let (status, body) = s
             .patch(
                 &format!("{AA}/{team}?update_mask=description"),

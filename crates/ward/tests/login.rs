@@ -855,3 +855,104 @@ async fn headless_login_end_to_end() {
         assert_eq!(r.json()["error"], "invalid_grant", "[{b}] {r:?}");
     }
 }
+
+/// A person can be bound before their first login, as the Terraform
+/// provider does it (`chainguard_identity` data source, then a binding): an
+/// organization owner (not the server admin) asks `LookupIdentity` for the
+/// uid of an issuer and subject, binds it (v2beta1 over REST; the same
+/// answer for a person who exists and one who does not), and the binding
+/// takes effect at the first login. The pending identity cannot be assumed
+/// by a token exchange, and a binding still needs the role's capabilities.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_are_bound_before_their_first_login() {
+    for s in dev_servers().await {
+        let b = s.backend;
+        let idp = TestIdp::start().await;
+        let org = org_with_idp(&s, &idp, "acme").await;
+        let team = uid(&s.create_group(Some(&org.uid), "team").await);
+        let (_, owner) = common::person(&s, "owner", &[(org.uid.as_str(), "owner")]).await;
+        let (_, viewer) = common::person(&s, "viewer", &[(org.uid.as_str(), "viewer")]).await;
+
+        let lookup = format!(
+            "/iam/v2beta1/identities:lookupIdentity?issuer={}&subject=user-erin",
+            enc(&idp.issuer)
+        );
+        let (status, found) = s.call_as(&owner, Method::GET, &lookup, None).await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {found}");
+        let erin = found["uid"].as_str().expect("uid").to_owned();
+
+        // A viewer may not bind anyone.
+        let body = json!({ "identityUid": erin, "roleUid": org.editor });
+        let (status, refused) = s
+            .call_as(
+                &viewer,
+                Method::POST,
+                &format!("/iam/v2beta1/roleBindings/{team}"),
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "[{b}] {refused}");
+        let (status, binding) = s
+            .call_as(
+                &owner,
+                Method::POST,
+                &format!("/iam/v2beta1/roleBindings/{team}"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] bind before the first login: {binding}");
+        let (status, read) = s
+            .call_as(
+                &owner,
+                Method::GET,
+                &format!("/iam/v2beta1/roleBindings/{}", uid(&binding)),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {read}");
+
+        // The pending identity cannot be assumed.
+        let (status, _) = s
+            .call_as(
+                &s.token.clone(),
+                Method::POST,
+                &format!("/sts/exchange?identity={erin}"),
+                None,
+            )
+            .await;
+        assert!(status.is_client_error(), "[{b}] {status}");
+
+        // Erin logs in: she is the identity bound, editor at the team.
+        let resp = login_ok(&s, &idp, &org.idp, "erin", &[]).await;
+        let (token, claims) = token_of(b, &resp);
+        assert_eq!(claims["sub"], json!(erin), "[{b}]");
+        let (status, groups) = s.call_as(&token, Method::GET, "/iam/v2/groups", None).await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {groups}");
+        let (status, made) = s
+            .call_as(
+                &token,
+                Method::POST,
+                &format!("/registry/v2/repos/{team}"),
+                Some(json!({ "name": "erins-app" })),
+            )
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "[{b}] the editor binding holds at the first login: {made}"
+        );
+        let (status, me) = s
+            .call_as(
+                &s.token.clone(),
+                Method::GET,
+                &format!("/iam/v2/identities/{erin}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {me}");
+        assert!(
+            me["claimMatch"]["issuer"] == json!(idp.issuer),
+            "[{b}] filled in at login: {me}"
+        );
+    }
+}

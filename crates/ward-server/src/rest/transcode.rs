@@ -327,11 +327,39 @@ impl Template {
     }
 }
 
-/// Sets `value` at a dotted field path, creating objects on the way.
+/// A field's proto3 JSON name (lowerCamelCase) from its proto name.
+fn json_name(proto: &str) -> String {
+    let mut out = String::with_capacity(proto.len());
+    let mut upper = false;
+    for c in proto.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Sets `value` at a dotted field path (proto names), creating objects on
+/// the way. A body may name the same field by its JSON name: the path's
+/// value wins over it at the leaf (as grpc-gateway's does), and objects on
+/// the way are the body's under either name.
 fn set_path(obj: &mut serde_json::Map<String, serde_json::Value>, path: &str, value: serde_json::Value) -> Result<()> {
     let mut parts = path.split('.').peekable();
     let mut cur = obj;
     while let Some(p) = parts.next() {
+        let alias = json_name(p);
+        if alias != p
+            && let Some(v) = cur.remove(&alias)
+            && parts.peek().is_some()
+            && !cur.contains_key(p)
+        {
+            cur.insert(p.to_owned(), v);
+        }
         if parts.peek().is_none() {
             cur.insert(p.to_owned(), value);
             return Ok(());
@@ -685,6 +713,18 @@ pub(crate) mod tests {
             }
         }
         assert!(checked > 100_000, "{checked} pairs");
+    }
+
+    #[test]
+    fn path_values_win_over_the_bodys_json_names() {
+        let mut body = serde_json::json!({"groupId": "from-body", "roleBinding": {"roleUid": "r"}});
+        let obj = body.as_object_mut().unwrap();
+        set_path(obj, "group_id", "from-path".into()).unwrap();
+        set_path(obj, "role_binding.uid", "u".into()).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"group_id": "from-path", "role_binding": {"roleUid": "r", "uid": "u"}})
+        );
     }
 
     #[test]

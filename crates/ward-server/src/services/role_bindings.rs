@@ -88,9 +88,22 @@ impl Ward {
     /// caller must see it (identity.list there, or identity.create where it
     /// lives, as a pull-token creator binds identities it just created);
     /// otherwise it is NOT_FOUND, exactly like one that does not exist. An
-    /// identity in a group must live in the binding's organization; a
-    /// root-level identity (a registered user) may be bound anywhere.
+    /// identity in a group must live in the binding's organization.
+    ///
+    /// A root-level identity (a person: the uid `LookupIdentity` names for an
+    /// issuer and subject) may be bound anywhere, by whoever may create the
+    /// binding, whether or not the person has logged in yet: people are no
+    /// one organization's to list, and binding one discloses nothing (it
+    /// succeeds either way). One not registered yet is recorded as pending
+    /// (no relationship, so it cannot be assumed); their first login fills it
+    /// in, and the binding takes effect from then on.
     async fn bindable_identity(&self, caller: &Caller, group: &Uidp, identity: &Uidp) -> Result<()> {
+        if identity.is_root() {
+            if self.store.get_identity(identity).await?.is_none() {
+                self.pending_person(identity).await?;
+            }
+            return Ok(());
+        }
         let not_found = || Error::not_found(IDENTITY_TYPE, identity.as_str());
         let sees = caller.is_admin
             || self.caps_at(caller, identity).contains(rpc::GET_IDENTITY.capability)
@@ -110,6 +123,33 @@ impl Ward {
             ));
         }
         Ok(())
+    }
+
+    /// Records a person bound before their first login (see
+    /// [`Self::bindable_identity`]); a concurrent first record is fine.
+    async fn pending_person(&self, uid: &Uidp) -> Result<()> {
+        let now = self.clock.now_millis();
+        let record = ward_store::IdentityRecord {
+            uid: uid.as_str().to_owned(),
+            parent_uid: None,
+            name: String::new(),
+            description: "Bound before their first login".into(),
+            company: String::new(),
+            relationship_type: 0,
+            relationship: String::new(),
+            issuer: String::new(),
+            subject: String::new(),
+            last_seen_time: None,
+            create_time: now,
+            update_time: now,
+        };
+        match self.store.create_identity(&record).await {
+            Ok(()) => Ok(()),
+            Err(e) => match self.store.get_identity(uid).await? {
+                Some(_) => Ok(()),
+                None => Err(e),
+            },
+        }
     }
 
     /// A new binding at `group` (where the caller is already authorized),

@@ -273,12 +273,34 @@ impl PeopleStore for PostgresStore {
     ) -> Result<bool> {
         let mut tx = self.begin().await?;
         let sql = format!("{} ON CONFLICT (uid) DO NOTHING", insert_identity_sql());
-        let created = bind_identity(sqlx::query(&sql), identity)
+        let mut created = bind_identity(sqlx::query(&sql), identity)
             .execute(&mut *tx)
             .await
             .map_err(|e| db_err("insert identity", e))?
             .rows_affected()
             == 1;
+        if !created {
+            // A person bound before their first login: this login fills in
+            // the identity the binding made.
+            created = sqlx::query(
+                "UPDATE identities SET name = $1, description = $2, relationship_type = $3, relationship = $4, \
+                 issuer = $5, subject = $6, last_seen_time = $7, update_time = $7 \
+                 WHERE uid = $8 AND relationship_type = 0 AND issuer = ''",
+            )
+            .bind(&identity.name)
+            .bind(&identity.description)
+            .bind(identity.relationship_type)
+            .bind(&identity.relationship)
+            .bind(&identity.issuer)
+            .bind(&identity.subject)
+            .bind(now_ms)
+            .bind(&identity.uid)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("fill in a pending identity", e))?
+            .rows_affected()
+                == 1;
+        }
         let first_here = sqlx::query(
             "INSERT INTO person_providers (identity_uid, identity_provider_uid) VALUES ($1, $2) ON CONFLICT DO NOTHING",
         )

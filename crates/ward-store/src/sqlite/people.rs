@@ -429,11 +429,30 @@ impl PeopleStore for SqliteStore {
         self.write("record login", move |c| {
             let tx = c.savepoint()?;
             let created = if exists(&tx, "identities", &identity.uid)? {
-                tx.execute(
-                    "UPDATE identities SET last_seen_time = ?1 WHERE uid = ?2",
-                    params![now_ms, identity.uid],
-                )?;
-                false
+                // A person bound before their first login: this login fills
+                // in the identity the binding made.
+                let filled = tx.execute(
+                    "UPDATE identities SET name = ?1, description = ?2, relationship_type = ?3, relationship = ?4, \
+                     issuer = ?5, subject = ?6, last_seen_time = ?7, update_time = ?7 \
+                     WHERE uid = ?8 AND relationship_type = 0 AND issuer = ''",
+                    params![
+                        identity.name,
+                        identity.description,
+                        identity.relationship_type,
+                        identity.relationship,
+                        identity.issuer,
+                        identity.subject,
+                        now_ms,
+                        identity.uid
+                    ],
+                )? == 1;
+                if !filled {
+                    tx.execute(
+                        "UPDATE identities SET last_seen_time = ?1 WHERE uid = ?2",
+                        params![now_ms, identity.uid],
+                    )?;
+                }
+                filled
             } else {
                 super::insert_identity(&tx, &identity)?;
                 true
