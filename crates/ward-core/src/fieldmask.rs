@@ -19,6 +19,24 @@ pub struct Updatable {
     pub immutable: &'static [&'static str],
 }
 
+/// `create_time` → `createTime`; `uidp.descendants_of` →
+/// `uidp.descendantsOf`: proto names to proto3 JSON names, segment by segment.
+pub fn camel(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut upper = false;
+    for c in path.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A validated mask: a subset of the resource's mutable fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldMask(Vec<&'static str>);

@@ -6,6 +6,7 @@
 //! for a field's default.
 
 use std::collections::{BTreeMap, BTreeSet};
+use ward_core::fieldmask::camel;
 
 use serde_json::{Value, json};
 use ward_proto::descriptors::{Kind, MessageDesc, Pool, pool};
@@ -731,28 +732,6 @@ fn wkt(name: &str) -> Option<Value> {
         "google.protobuf.StringValue" => json!({"type": "string"}),
         _ => return None,
     })
-}
-
-fn camel(snake_path: &str) -> String {
-    snake_path
-        .split('.')
-        .map(|p| {
-            let mut out = String::new();
-            let mut up = false;
-            for c in p.chars() {
-                if c == '_' {
-                    up = true;
-                } else if up {
-                    out.extend(c.to_uppercase());
-                    up = false;
-                } else {
-                    out.push(c);
-                }
-            }
-            out
-        })
-        .collect::<Vec<_>>()
-        .join(".")
 }
 
 fn tag(path: &str) -> String {

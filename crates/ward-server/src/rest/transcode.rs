@@ -327,23 +327,6 @@ impl Template {
     }
 }
 
-/// A field's proto3 JSON name (lowerCamelCase) from its proto name.
-fn json_name(proto: &str) -> String {
-    let mut out = String::with_capacity(proto.len());
-    let mut upper = false;
-    for c in proto.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// Sets `value` at a dotted field path (proto names), creating objects on
 /// the way. A body may name the same field by its JSON name: the path's
 /// value wins over it at the leaf (as grpc-gateway's does), and objects on
@@ -352,7 +335,7 @@ fn set_path(obj: &mut serde_json::Map<String, serde_json::Value>, path: &str, va
     let mut parts = path.split('.').peekable();
     let mut cur = obj;
     while let Some(p) = parts.next() {
-        let alias = json_name(p);
+        let alias = ward_core::fieldmask::camel(p);
         if alias != p
             && let Some(v) = cur.remove(&alias)
             && parts.peek().is_some()
