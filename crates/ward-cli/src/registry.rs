@@ -475,15 +475,53 @@ pub fn configure_docker(conn: &Connection, registry: Option<String>) -> anyhow::
     Ok(())
 }
 
+/// What the credential-helper protocol prints (on stdout) for a server it
+/// has no credentials for; clients then go on without any.
+pub const NO_CREDENTIALS: &str = "credentials not found in native keychain";
+
+/// The hosts `configure-docker` registered this helper for (`credHelpers`
+/// entries naming `ward` in Docker's and the containers tools' config), and
+/// the registry of the API the CLI is configured for.
+fn registered_hosts(conn: &Connection) -> Vec<String> {
+    let mut hosts = vec![registry_host(&conn.api)];
+    for path in [docker_config(), containers_auth()].into_iter().flatten() {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        if let Some(helpers) = doc.get("credHelpers").and_then(|h| h.as_object()) {
+            hosts.extend(
+                helpers
+                    .iter()
+                    .filter(|(_, v)| v.as_str() == Some("ward"))
+                    .map(|(k, _)| k.clone()),
+            );
+        }
+    }
+    hosts
+}
+
 /// The Docker credential-helper protocol: `get` reads a server URL on stdin
-/// and prints `{ServerURL, Username, Secret}`; `store`, `erase` and `list`
-/// have nothing to keep (tokens come from `ward auth`).
+/// and prints `{ServerURL, Username, Secret}` — only for a registry this
+/// helper was registered for, so a Ward token never goes to another host
+/// that asks; for any other it prints [`NO_CREDENTIALS`] and fails, as the
+/// protocol says. `store`, `erase` and `list` have nothing to keep (tokens
+/// come from `ward auth`).
 pub async fn credential_helper(conn: &Connection, action: &str) -> anyhow::Result<()> {
     match action {
         "get" => {
             let mut server = String::new();
-            std::io::stdin().read_to_string(&mut server)?;
+            std::io::stdin().take(8192).read_to_string(&mut server)?;
             let server = server.trim().to_owned();
+            let host = registry_host(&server);
+            if host.is_empty() || !registered_hosts(conn).iter().any(|h| h.eq_ignore_ascii_case(&host)) {
+                println!("{NO_CREDENTIALS}");
+                bail!(
+                    "{NO_CREDENTIALS}: ward is not the credential helper of {host:?} (see `ward auth configure-docker`)"
+                );
+            }
             let token = conn.token().await?;
             output::json(&json!({"ServerURL": server, "Username": "_token", "Secret": token}))
         }

@@ -545,6 +545,104 @@ async fn token_endpoint_scopes_to_one_repository() {
     }
 }
 
+/// A valid registry token that lacks an action is re-challenged, as
+/// distribution does: 401 `UNAUTHORIZED` with `error="insufficient_scope"`
+/// and the scope the request needs, named as the client named the
+/// repository; the token that scope gets then works. Uploads need
+/// `pull,push` whatever the method (status, chunks, cancel), deletes
+/// `delete`; `*` grants every action the caller holds; `registry:catalog:*`
+/// is granted to any caller and lists what it may see.
+#[tokio::test(flavor = "multi_thread")]
+async fn registry_tokens_are_rechallenged_for_what_they_lack() {
+    for s in common::registry_servers().await {
+        let b = s.backend;
+        org(&s, "acme").await;
+        let name = "acme/app";
+        let admin = Reg::admin(&s);
+        let (digest, _) = push_image(&admin, name, Some("v1")).await;
+        let host = s.base.trim_start_matches("http://").to_owned();
+        let basic = Reg::new(&s, Auth::Basic(s.token.clone()));
+        let server = &s;
+        let token_for = |scope: String| {
+            let basic = &basic;
+            let host = host.clone();
+            async move {
+                let r = basic
+                    .get(&format!("/token?service={}&scope={}", enc(&host), enc(&scope)))
+                    .await;
+                r.expect(200);
+                Reg::new(
+                    server,
+                    Auth::Bearer(r.json()["token"].as_str().expect("a token").to_owned()),
+                )
+            }
+        };
+        // The scope a 401 names, with the insufficient_scope marker.
+        let rechallenged = |r: &Resp, want: &str| {
+            r.expect_err(&[401], &["UNAUTHORIZED"]);
+            let c = r.hv("www-authenticate");
+            assert!(c.contains("error=\"insufficient_scope\""), "[{b}] {}", r.show());
+            assert!(
+                c.contains(&format!("scope=\"{want}\"")),
+                "[{b}] want {want}: {}",
+                r.show()
+            );
+            want.to_owned()
+        };
+
+        let pull_push = token_for(format!("repository:{name}:pull,push")).await;
+        let r = pull_push.delete(&format!("/v2/{name}/manifests/v1")).await;
+        let scope = rechallenged(&r, &format!("repository:{name}:delete"));
+        let deleter = token_for(scope).await;
+        deleter.delete(&format!("/v2/{name}/manifests/v1")).await.expect(202);
+
+        // Uploads: a pull-only token is asked for pull,push at every step.
+        let pull_only = token_for(format!("repository:{name}:pull")).await;
+        let r = pull_only.post_empty(&format!("/v2/{name}/blobs/uploads/")).await;
+        rechallenged(&r, &format!("repository:{name}:pull,push"));
+        let loc = start_upload(&admin, name, "").await;
+        let r = pull_only.get(&loc).await;
+        rechallenged(&r, &format!("repository:{name}:pull,push"));
+        let r = pull_only.delete(&loc).await;
+        let scope = rechallenged(&r, &format!("repository:{name}:pull,push"));
+        let pusher = token_for(scope).await;
+        pusher.get(&loc).await.expect(204);
+        pusher.delete(&loc).await.expect(204);
+
+        // `*`: everything the caller holds, delete included.
+        let all = token_for(format!("repository:{name}:*")).await;
+        all.get(&format!("/v2/{name}/manifests/{digest}")).await.expect(200);
+        all.delete(&format!("/v2/{name}/manifests/{digest}")).await.expect(202);
+
+        // The catalog needs its own scope, which any caller gets.
+        let r = pull_only.get("/v2/_catalog").await;
+        let scope = rechallenged(&r, "registry:catalog:*");
+        let lister = token_for(scope).await;
+        let r = lister.get("/v2/_catalog").await;
+        r.expect(200);
+        assert!(
+            strings(&r.json(), "repositories").iter().any(|n| n.ends_with("/app")),
+            "[{b}] {}",
+            r.show()
+        );
+
+        // A reference that cannot be a tag names no manifest.
+        for r in [
+            admin.get(&format!("/v2/{name}/manifests/.INVALID_MANIFEST_NAME")).await,
+            admin
+                .head(&format!("/v2/{name}/manifests/.INVALID_MANIFEST_NAME"))
+                .await,
+        ] {
+            r.expect_err(&[404], &["MANIFEST_UNKNOWN"]);
+        }
+        // A Content-Type that contradicts the manifest's mediaType is refused.
+        let body = serde_json::to_vec(&image_json(&admin, name).await).unwrap();
+        put_manifest(&admin, name, "v2", "application/vnd.oci.image.index.v1+json", &body)
+            .await
+            .expect_err(&[400], &["MANIFEST_INVALID"]);
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Blobs
 // ---------------------------------------------------------------------------

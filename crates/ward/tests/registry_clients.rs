@@ -652,6 +652,19 @@ async fn credential_helper_serves_skopeo_and_oras() {
             "[{b}] {creds}"
         );
         assert!(creds["Secret"].as_str().is_some_and(|p| !p.is_empty()), "[{b}] {creds}");
+        // Any other host that asks gets nothing: not the token.
+        for other in ["example.org", "https://example.org/v1/", "registry.example:5000"] {
+            let mut helper = explicit(with_ward(sb.command(sb.path("bin/docker-credential-ward")), &s.token));
+            helper.arg("get");
+            let ran = run(helper, Some(other), "docker-credential-ward get, another host").await;
+            ran.failed("docker-credential-ward get, another host");
+            assert_eq!(
+                ran.stdout.trim(),
+                "credentials not found in native keychain",
+                "[{b}] {other}: the protocol's answer, and no token"
+            );
+            assert!(!ran.stdout.contains(&s.token), "[{b}] {other}");
+        }
 
         // skopeo with no credentials of its own: the auth file names the helper.
         let (image, dest) = (sb.oci("image"), format!("docker://{host}/{org}/helper:v1"));

@@ -189,6 +189,18 @@ async fn token(State(ward): State<Arc<Ward>>, req: Request) -> Response {
     }
     let mut access = Vec::new();
     for scope in scopes {
+        // The catalog lists only what the caller may see: any caller may
+        // have it.
+        if scope == "registry:catalog:*" {
+            if !access.iter().any(|a: &RegistryAccess| a.kind == "registry") {
+                access.push(RegistryAccess {
+                    kind: "registry".into(),
+                    name: "catalog".into(),
+                    actions: vec!["*".into()],
+                });
+            }
+            continue;
+        }
         let mut parts = scope.splitn(3, ':');
         let (Some("repository"), Some(name), Some(actions)) = (parts.next(), parts.next(), parts.next()) else {
             continue;

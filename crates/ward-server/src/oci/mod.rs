@@ -308,30 +308,100 @@ pub(crate) fn challenge(ward: &Ward, scope: Option<&str>) -> String {
     c
 }
 
+/// The challenge for a valid registry token that lacks what the request
+/// needs: 401 with `error="insufficient_scope"` and the scope it needs, as
+/// distribution answers, so clients fetch a wider token and go on.
+fn insufficient_scope(ward: &Ward, scope: &str, head: bool) -> Response {
+    let mut c = challenge(ward, Some(scope));
+    c.push_str(",error=\"insufficient_scope\"");
+    OciFailure {
+        error: OciError::new(
+            401,
+            "UNAUTHORIZED",
+            format!(
+                "authentication required: the registry token does not grant {}",
+                ward_core::names::echo(scope)
+            ),
+        ),
+        head,
+        challenge: Some(c),
+    }
+    .into_response()
+}
+
 /// Whether `s` holds only what a registry scope is made of: repository-name
 /// characters, `:` between its parts, `,` between actions and `*`.
 fn is_scope_text(s: &str) -> bool {
     !s.is_empty() && s.len() <= 1024 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-/:,*".contains(&b))
 }
 
-/// The scope a request needs, for its challenge.
-fn scope_of(route: &Route<'_>, method: &Method) -> Option<String> {
-    let name = match route {
-        Route::Ping => return None,
-        Route::Catalog => return Some("registry:catalog:*".into()),
-        Route::Tags(n)
-        | Route::Manifest(n, _)
-        | Route::Blob(n, _)
-        | Route::StartUpload(n)
-        | Route::Upload(n, _)
-        | Route::Referrers(n, _) => n,
+/// What a request needs of a registry token, derived once from its route
+/// and method: the challenge names it, the token endpoint grants by the same
+/// action names, and [`dispatch`] checks a registry token against it, so the
+/// three cannot disagree. Uploads need `pull,push` whatever the method
+/// (their status, chunks and cancel are all part of a push); deletes of
+/// manifests, tags and blobs need `delete`; other writes `pull,push`; reads
+/// `pull`.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Need<'a> {
+    Nothing,
+    Catalog,
+    Repository(&'a str, &'static [Action]),
+}
+
+pub(crate) fn need<'a>(route: &Route<'a>, method: &Method) -> Need<'a> {
+    const PULL: &[Action] = &[Action::Pull];
+    const PUSH: &[Action] = &[Action::Pull, Action::Push];
+    const DELETE: &[Action] = &[Action::Delete];
+    let (name, actions) = match route {
+        Route::Ping => return Need::Nothing,
+        Route::Catalog => return Need::Catalog,
+        Route::StartUpload(n) | Route::Upload(n, _) => (n, PUSH),
+        Route::Tags(n) | Route::Manifest(n, _) | Route::Blob(n, _) | Route::Referrers(n, _) => (
+            n,
+            match *method {
+                Method::GET | Method::HEAD => PULL,
+                Method::DELETE => DELETE,
+                _ => PUSH,
+            },
+        ),
     };
-    let actions = match *method {
-        Method::GET | Method::HEAD => "pull",
-        Method::DELETE => "delete",
-        _ => "pull,push",
+    Need::Repository(name, actions)
+}
+
+impl Need<'_> {
+    /// The scope text, naming the repository as the client did.
+    fn scope(&self) -> Option<String> {
+        match self {
+            Need::Nothing => None,
+            Need::Catalog => Some("registry:catalog:*".into()),
+            Need::Repository(name, actions) => {
+                let actions: Vec<&str> = actions.iter().map(|a| a.name()).collect();
+                Some(format!("repository:{name}:{}", actions.join(",")))
+            }
+        }
+    }
+}
+
+/// Whether the caller's registry token (if it presents one) grants what the
+/// request needs; a Ward API token (no `access`) is judged by its
+/// capabilities alone. `Err` is the answer when the name does not resolve.
+async fn token_allows(ward: &Ward, caller: &Caller, need: &Need<'_>) -> OciResult<bool> {
+    let Some(access) = &caller.claims.access else {
+        return Ok(true);
     };
-    Some(format!("repository:{name}:{actions}"))
+    match need {
+        Need::Nothing => Ok(true),
+        Need::Catalog => Ok(access.iter().any(|a| a.kind == "registry" && a.name == "catalog")),
+        Need::Repository(name, actions) => {
+            let (full, _, _) = ward.oci_name(caller, name).await?;
+            Ok(actions.iter().all(|act| {
+                access.iter().any(|a| {
+                    a.kind == "repository" && a.name == full && a.actions.iter().any(|x| x == act.name() || x == "*")
+                })
+            }))
+        }
+    }
 }
 
 /// A registry token names the repositories (and actions) it is good for;
@@ -380,7 +450,8 @@ async fn dispatch(State(ward): State<Arc<Ward>>, req: Request) -> Response {
             .into_response(),
         );
     };
-    let scope = scope_of(&route, &method);
+    let need = need(&route, &method);
+    let scope = need.scope();
     let caller = match auth::caller(&ward, req.headers()).await {
         Ok(c) => c,
         Err(e) => {
@@ -394,6 +465,20 @@ async fn dispatch(State(ward): State<Arc<Ward>>, req: Request) -> Response {
             );
         }
     };
+    match token_allows(&ward, &caller, &need).await {
+        Ok(true) => {}
+        Ok(false) => return with_version(insufficient_scope(&ward, scope.as_deref().unwrap_or_default(), head)),
+        Err(error) => {
+            return with_version(
+                OciFailure {
+                    error,
+                    head,
+                    challenge: None,
+                }
+                .into_response(),
+            );
+        }
+    }
     let resp = handle(&ward, &caller, route, req).await;
     with_version(match resp {
         Ok(r) => r,

@@ -49,17 +49,11 @@ impl Resource for Groups {
     }
     async fn verb(w: &Ward, c: &Caller, uid: String, verb: &str, body: JsonBody) -> Option<Result<serde_json::Value>> {
         match verb {
-            // The body is the whole request (`body: "*"`); its `groupUid`,
-            // when given, is the path's.
+            // The body is the whole request (`body: "*"`); the path's group
+            // wins over a `groupUid` in it, as in grpc-gateway.
             "requestGroupAccess" => Some(
                 async {
-                    let req: RequestGroupAccessRequest = body.message()?;
-                    if !req.group_uid.is_empty() && req.group_uid != uid {
-                        return Err(ward_core::Error::invalid(
-                            "group_uid",
-                            "groupUid in the body differs from the group in the path",
-                        ));
-                    }
+                    let _: RequestGroupAccessRequest = body.message()?;
                     w.request_group_access(c, RequestGroupAccessRequest { group_uid: uid })
                         .await
                         .and_then(to_json)
@@ -101,7 +95,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         // A new organization: grpc-gateway's `{parent=**}` matching no segment.
         (POST, "/groups", "group", "CreateGroup"),
         (POST, "/groups/", "group", "CreateGroup"),
-        // The body is the request; its groupUid is the path's.
+        // The body is the request; the path's group wins over its groupUid.
         (POST, "/groups/{group_uid=**}:requestGroupAccess", "*", "RequestGroupAccess"),
         (GET, "/groups:lookupGroup", "", "LookupGroup"),
         (GET, "/groups:checkEligibility", "", "CheckEligibility"),

@@ -275,6 +275,18 @@ fn parse_manifest(body: &[u8], content_type: Option<&str>) -> OciResult<Parsed> 
         .ok_or_else(|| OciError::manifest_invalid("a manifest is a JSON object"))?;
     let declared = obj.get("mediaType").and_then(Value::as_str);
     let ct = content_type.map(|c| c.split(';').next().unwrap_or("").trim());
+    // A manifest type in Content-Type that contradicts the body's own
+    // mediaType: clients refuse such a manifest when they pull it, so it is
+    // refused here, where the pusher can fix it.
+    if let (Some(d), Some(c)) = (declared, ct)
+        && c != d
+        && [OCI_MANIFEST, DOCKER_MANIFEST, OCI_INDEX, DOCKER_LIST].contains(&c)
+    {
+        return Err(OciError::manifest_invalid(format!(
+            "the Content-Type {c} contradicts the manifest's mediaType {}",
+            ward_core::names::echo(d)
+        )));
+    }
     let media_type = match (declared, ct) {
         (Some(d), _) => d.to_owned(),
         (None, Some(c)) if !c.is_empty() => c.to_owned(),
@@ -385,6 +397,19 @@ fn parse_reference(raw: &str) -> OciResult<Reference> {
     }
 }
 
+/// A reference to read or delete: one that cannot be a tag names no
+/// manifest (404 MANIFEST_UNKNOWN, as clients probing for a tag and the
+/// conformance suite expect); a malformed digest is still 400.
+fn lookup_reference(raw: &str) -> OciResult<Reference> {
+    parse_reference(raw).map_err(|e| {
+        if e.code == "MANIFEST_INVALID" {
+            OciError::manifest_unknown(raw)
+        } else {
+            e
+        }
+    })
+}
+
 /// Parses a path digest (400 DIGEST_INVALID, never a 500).
 pub fn parse_digest(raw: &str) -> OciResult<Digest> {
     Digest::parse(raw).ok_or_else(|| {
@@ -407,6 +432,20 @@ impl Ward {
     /// Splits `<org>/<name>` and finds the organization (by uid, or by its
     /// name when exactly one organization has it).
     pub async fn oci_target(&self, caller: &Caller, raw: &str) -> OciResult<Target> {
+        let (full, org, name) = self.oci_name(caller, raw).await?;
+        let repo = self.store.find_repo(org.as_str(), name).await?;
+        Ok(Target {
+            full,
+            org,
+            name: name.to_owned(),
+            repo,
+        })
+    }
+
+    /// `<org>/<name>` as registry tokens name it (`<org uid>/<name>`), with
+    /// the organization and the repository name, without looking the
+    /// repository up: NAME_INVALID or NAME_UNKNOWN as [`Self::oci_target`].
+    pub async fn oci_name<'a>(&self, caller: &Caller, raw: &'a str) -> OciResult<(String, Uidp, &'a str)> {
         let (org_raw, name) = raw
             .split_once('/')
             .ok_or_else(|| OciError::name_invalid("repository names are <organization>/<name>"))?;
@@ -427,13 +466,7 @@ impl Ward {
         if !caller.is_admin && !caller.grants.iter().any(|(s, _)| Uidp::is_within(s, org.as_str())) {
             return Err(OciError::name_unknown(raw));
         }
-        let repo = self.store.find_repo(org.as_str(), name).await?;
-        Ok(Target {
-            full: format!("{org}/{name}"),
-            org,
-            name: name.to_owned(),
-            repo,
-        })
+        Ok((format!("{org}/{name}"), org, name))
     }
 
     /// The organization named `name` among those the caller has bindings in
@@ -506,11 +539,16 @@ impl Ward {
         })
     }
 
-    /// The actions of a token scope (`pull,push,delete`) the caller may
-    /// have on `t`: what it holds at the repo, or (not pushed yet) at the
-    /// organization, where a push would create it; never more than a
-    /// registry token the caller already presents allows.
+    /// The actions of a token scope (`pull,push,delete`; `*` is every one)
+    /// the caller may have on `t`: what it holds at the repo, or (not pushed
+    /// yet) at the organization, where a push would create it; never more
+    /// than a registry token the caller already presents allows.
     pub fn oci_grantable(&self, caller: &Caller, t: &Target, actions: &str) -> Vec<String> {
+        let actions = if actions.split(',').any(|a| a == "*") {
+            "pull,push,delete"
+        } else {
+            actions
+        };
         let scope = t
             .repo
             .as_ref()
@@ -605,7 +643,7 @@ impl Ward {
 
     pub async fn oci_get_manifest(&self, caller: &Caller, t: &Target, reference: &str) -> OciResult<Served> {
         let repo = self.oci_check(caller, t, Capability::ManifestList)?;
-        let digest = match parse_reference(reference)? {
+        let digest = match lookup_reference(reference)? {
             Reference::Digest(d) => d.as_str().to_owned(),
             Reference::Tag(tag) => {
                 self.store
@@ -727,7 +765,7 @@ impl Ward {
 
     /// Deletes a manifest (by digest: with its tags) or a tag (by tag).
     pub async fn oci_delete_manifest(&self, caller: &Caller, t: &Target, reference: &str) -> OciResult<()> {
-        match parse_reference(reference)? {
+        match lookup_reference(reference)? {
             Reference::Digest(d) => {
                 // The manifest's tags go with it.
                 self.oci_check(caller, t, Capability::TagDelete)?;

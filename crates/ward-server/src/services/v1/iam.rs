@@ -435,6 +435,11 @@ async fn all_roles(w: &Ward, c: &Caller, uidp: Option<UidpFilter>, name: String)
 }
 
 pub async fn list_roles(w: Arc<Ward>, c: Caller, req: v1::RoleFilter) -> Result<v1::RoleList> {
+    // A malformed parent is the caller's error, even where the rest of the
+    // filter already rules everything out.
+    if !req.parent.is_empty() && req.parent != "/" {
+        ward_core::uidp::Uidp::parse("parent", &req.parent)?;
+    }
     let Some(uidp) = super::narrow_to_id(req.uidp, &req.id)?.and_then(|u| role_scope(u, req.parent)) else {
         return Ok(v1::RoleList::default());
     };
