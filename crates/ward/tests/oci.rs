@@ -1313,6 +1313,42 @@ async fn manifest_artifacts_and_unusual_shapes() {
     }
 }
 
+/// Tag parameters (distribution-spec 1.1): a manifest pushed by digest,
+/// sha256 or sha512, with `?tag=` parameters is tagged with each, and the
+/// reply lists them in `OCI-Tag` and keeps the pushed digest; a tag
+/// parameter on a push by tag, an invalid tag, or too many are refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn manifest_tag_parameters() {
+    for s in common::registry_servers().await {
+        let name = format!("{}/app", org(&s, "acme").await);
+        let admin = Reg::admin(&s);
+        for (algo, digest_of) in [("sha256", sha256 as fn(&[u8]) -> String), ("sha512", sha512)] {
+            let m = serde_json::to_vec(&image_json(&admin, &name).await).unwrap();
+            let d = digest_of(&m);
+            let (one, two) = (format!("{algo}-one"), format!("{algo}-two"));
+            let r = put_manifest(&admin, &name, &format!("{d}?tag={one}&tag={two}&tag={one}"), OCI_MANIFEST, &m).await;
+            r.expect(201);
+            assert_eq!(r.hv("docker-content-digest"), d, "{}", r.show());
+            assert_eq!(r.hv("oci-tag"), format!("{one}, {two}"), "{}", r.show());
+            for tag in [&one, &two] {
+                check_manifest(&admin, &name, tag, &d, OCI_MANIFEST, &m).await;
+            }
+        }
+        let m = serde_json::to_vec(&image_json(&admin, &name).await).unwrap();
+        let d = sha256(&m);
+        put_manifest(&admin, &name, "plain?tag=other", OCI_MANIFEST, &m)
+            .await
+            .expect_err(&[400], &["TAG_INVALID"]);
+        put_manifest(&admin, &name, &format!("{d}?tag=.bad"), OCI_MANIFEST, &m)
+            .await
+            .expect_err(&[400], &["TAG_INVALID"]);
+        let many: Vec<String> = (0..33).map(|i| format!("tag={i}")).collect();
+        put_manifest(&admin, &name, &format!("{d}?{}", many.join("&")), OCI_MANIFEST, &m)
+            .await
+            .expect_err(&[414], &["TAG_INVALID"]);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn manifest_sha512() {
     for s in common::registry_servers().await {

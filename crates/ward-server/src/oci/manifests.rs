@@ -7,7 +7,7 @@ use http::{HeaderValue, Method, StatusCode, header};
 
 use super::{header_value, target};
 use crate::authz::Caller;
-use crate::services::registry::oci::{Action, MAX_MANIFEST_BYTES, OciError, OciResult};
+use crate::services::registry::oci::{Action, MAX_MANIFEST_BYTES, MAX_TAG_PARAMS, OciError, OciResult};
 use crate::ward::Ward;
 
 /// Whether the client accepts `media_type`: no `Accept`, a wildcard, JSON,
@@ -62,6 +62,25 @@ pub(crate) async fn handle(
         }
         Method::PUT => {
             let mut t = target(ward, caller, name, Action::Push).await?;
+            // Tags to set on a manifest pushed by digest (`?tag=a&tag=b`).
+            let raw: Vec<String> = super::query(&req)
+                .into_iter()
+                .filter(|(k, _)| k == "tag")
+                .map(|(_, v)| v)
+                .collect();
+            if raw.len() > MAX_TAG_PARAMS {
+                return Err(OciError::new(
+                    414,
+                    "TAG_INVALID",
+                    format!("at most {MAX_TAG_PARAMS} tag parameters"),
+                ));
+            }
+            let mut tags: Vec<String> = Vec::with_capacity(raw.len());
+            for v in raw {
+                if !tags.contains(&v) {
+                    tags.push(v);
+                }
+            }
             let content_type = super::header_str(req.headers(), header::CONTENT_TYPE).map(str::to_owned);
             let body = axum::body::to_bytes(req.into_body(), MAX_MANIFEST_BYTES)
                 .await
@@ -77,7 +96,7 @@ pub(crate) async fn handle(
                     }
                 })?;
             let (digest, subject) = ward
-                .oci_put_manifest(caller, &mut t, reference, content_type.as_deref(), body)
+                .oci_put_manifest(caller, &mut t, reference, &tags, content_type.as_deref(), body)
                 .await?;
             let mut r = Response::new(Body::empty());
             *r.status_mut() = StatusCode::CREATED;
@@ -87,6 +106,9 @@ pub(crate) async fn handle(
                 header_value(&format!("/v2/{name}/manifests/{digest}")),
             );
             h.insert("docker-content-digest", header_value(&digest));
+            if !tags.is_empty() {
+                h.insert("oci-tag", header_value(&tags.join(", ")));
+            }
             if let Some(s) = subject {
                 h.insert("oci-subject", header_value(&s));
             }

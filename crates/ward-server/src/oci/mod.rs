@@ -103,7 +103,13 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         Raw {
             request: Some("application/vnd.oci.image.manifest.v1+json"),
-            errors: &[400, 401, 403, 404, 408, 413, 429, 500, 503],
+            query: &[(
+                "tag",
+                "A tag to set on a manifest pushed by digest (repeatable, at most 32; the reply's `OCI-Tag` \
+                 lists them).",
+                false,
+            )],
+            errors: &[400, 401, 403, 404, 408, 413, 414, 429, 500, 503],
             ..op(
                 Method::PUT,
                 manifest,

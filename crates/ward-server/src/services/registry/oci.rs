@@ -397,6 +397,10 @@ fn parse_reference(raw: &str) -> OciResult<Reference> {
     }
 }
 
+/// Most `tag` parameters one manifest push may carry (the spec asks for at
+/// least 10); more is 414.
+pub const MAX_TAG_PARAMS: usize = 32;
+
 /// A reference to read or delete: one that cannot be a tag names no
 /// manifest (404 MANIFEST_UNKNOWN, as clients probing for a tag and the
 /// conformance suite expect); a malformed digest is still 400.
@@ -665,19 +669,55 @@ impl Ward {
         })
     }
 
-    /// Stores a manifest (and tag). Returns its digest and subject.
+    /// Stores a manifest and tags it: with the reference's tag, or, pushed
+    /// by digest, with each `tag` parameter (distribution-spec 1.1; at most
+    /// [`MAX_TAG_PARAMS`]). Returns its digest and subject.
     pub async fn oci_put_manifest(
         &self,
         caller: &Caller,
         t: &mut Target,
         reference: &str,
+        tag_params: &[String],
         content_type: Option<&str>,
         body: Bytes,
     ) -> OciResult<(String, Option<String>)> {
         let reference = parse_reference(reference)?;
+        let tags: Vec<String> = match &reference {
+            Reference::Tag(tag) if tag_params.is_empty() => vec![tag.clone()],
+            Reference::Tag(_) => {
+                return Err(OciError::new(
+                    400,
+                    "TAG_INVALID",
+                    "tag parameters are for a manifest pushed by digest",
+                ));
+            }
+            Reference::Digest(_) => {
+                if tag_params.len() > MAX_TAG_PARAMS {
+                    return Err(OciError::new(
+                        414,
+                        "TAG_INVALID",
+                        format!("at most {MAX_TAG_PARAMS} tag parameters"),
+                    ));
+                }
+                if let Some(bad) = tag_params.iter().find(|t| !is_tag(t)) {
+                    return Err(OciError::new(
+                        400,
+                        "TAG_INVALID",
+                        format!("\"{}\" is not a valid tag", ward_core::names::echo(bad)),
+                    ));
+                }
+                let mut tags: Vec<String> = Vec::with_capacity(tag_params.len());
+                for t in tag_params {
+                    if !tags.contains(t) {
+                        tags.push(t.clone());
+                    }
+                }
+                tags
+            }
+        };
         let repo = self.oci_push_repo(caller, t).await?;
         let repo_uid = Uidp::parse("repo", &repo.uid).map_err(OciError::from)?;
-        if let Reference::Tag(tag) = &reference {
+        for tag in &tags {
             let caps = self.caps_at(caller, &repo_uid);
             if !caps.contains(Capability::TagCreate) {
                 return Err(OciError::denied(format!("tag.create is required on {}", t.full)));
@@ -721,21 +761,28 @@ impl Ward {
             content: body.to_vec(),
             create_time: now,
         };
-        let tag = match &reference {
-            Reference::Tag(name) => Some(TagRecord {
-                uid: repo_uid.new_child().into(),
-                parent_uid: repo.uid.clone(),
-                name: name.clone(),
-                digest: record.digest.clone(),
-                create_time: now,
-                update_time: now,
-                // A push keeps a tag's labels (the store does not set them).
-                deprecated: false,
-                bundles: "[]".into(),
-            }),
-            Reference::Digest(_) => None,
+        let tag_record = |name: &String| TagRecord {
+            uid: repo_uid.new_child().into(),
+            parent_uid: repo.uid.clone(),
+            name: name.clone(),
+            digest: record.digest.clone(),
+            create_time: now,
+            update_time: now,
+            // A push keeps a tag's labels (the store does not set them).
+            deprecated: false,
+            bundles: "[]".into(),
         };
-        match self.store.put_manifest(&record, &parsed.links, tag.as_ref()).await {
+        // The manifest with its first tag in one transaction; each further
+        // tag parameter re-states the (now stored) manifest with its tag.
+        let mut stored = Ok(None);
+        for tag in tags.iter().map(Some).chain(tags.is_empty().then_some(None)) {
+            let tag = tag.map(tag_record);
+            stored = self.store.put_manifest(&record, &parsed.links, tag.as_ref()).await;
+            if stored.is_err() {
+                break;
+            }
+        }
+        match stored {
             Ok(_) => Ok((record.digest, parsed.subject)),
             Err(ward_core::Error::NotFound { resource_type, name }) if resource_type == BLOB_TYPE => {
                 Err(OciError::new(
