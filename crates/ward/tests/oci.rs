@@ -1326,7 +1326,14 @@ async fn manifest_tag_parameters() {
             let m = serde_json::to_vec(&image_json(&admin, &name).await).unwrap();
             let d = digest_of(&m);
             let (one, two) = (format!("{algo}-one"), format!("{algo}-two"));
-            let r = put_manifest(&admin, &name, &format!("{d}?tag={one}&tag={two}&tag={one}"), OCI_MANIFEST, &m).await;
+            let r = put_manifest(
+                &admin,
+                &name,
+                &format!("{d}?tag={one}&tag={two}&tag={one}"),
+                OCI_MANIFEST,
+                &m,
+            )
+            .await;
             r.expect(201);
             assert_eq!(r.hv("docker-content-digest"), d, "{}", r.show());
             assert_eq!(r.hv("oci-tag"), format!("{one}, {two}"), "{}", r.show());
