@@ -13,7 +13,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -507,6 +507,71 @@ async fn skopeo_deletes_tags_and_digests_and_copies_within_the_registry() {
             .ok("delete by digest");
         let (status, _, _) = get_raw(&s, &format!("/v2/{org}/app/manifests/v1"), OCI_MANIFEST).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "[{b}] deleted by digest");
+    }
+}
+
+/// podman on PATH, or None (a note) unless WARD_TEST_REQUIRE_CLIENTS=1.
+fn podman() -> Option<PathBuf> {
+    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join("podman"))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        if std::env::var("WARD_TEST_REQUIRE_CLIENTS").as_deref() == Ok("1") {
+            panic!("WARD_TEST_REQUIRE_CLIENTS=1 but podman is not on PATH (apt-get install podman)");
+        }
+        eprintln!("note: podman test skipped: podman is not on PATH");
+    }
+    found
+}
+
+/// `podman search <host>/` and `<host>/<org>/` through the token flow
+/// (`registry:catalog:*`): each person sees exactly the repositories they
+/// may list, nothing of another organization.
+#[tokio::test(flavor = "multi_thread")]
+async fn podman_search_lists_what_the_caller_may_see() {
+    let Some(podman) = podman() else { return };
+    for s in common::servers().await {
+        let b = s.backend;
+        let sb = Sandbox::new();
+        let host = host(&s);
+        let acme = org(&s).await;
+        let (status, globex) = s.post("/iam/v2/groups", json!({ "name": "globex" })).await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {globex}");
+        let globex = common::uid(&globex);
+        for (o, repo) in [(&acme, "app"), (&acme, "web"), (&globex, "secret")] {
+            let (status, body) = s
+                .post(&format!("/registry/v2/repos/{o}"), json!({ "name": repo }))
+                .await;
+            assert_eq!(status, StatusCode::OK, "[{b}] {body}");
+        }
+        let (_, alice) = common::person(&s, "alice", &[(acme.as_str(), "viewer")]).await;
+        let auth = sb.path("auth.json");
+        use base64::Engine as _;
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("_token:{alice}"));
+        std::fs::write(&auth, json!({ "auths": { &host: { "auth": basic } } }).to_string()).expect("auth file");
+        for term in [format!("{host}/"), format!("{host}/{acme}/")] {
+            let mut cmd = sb.command(&podman);
+            cmd.args(["--storage-driver", "vfs", "--root"])
+                .arg(sb.path("storage"))
+                .args(["--runroot"])
+                .arg(sb.path("run"))
+                .args([
+                    "search",
+                    "--tls-verify=false",
+                    "--limit",
+                    "100",
+                    "--format",
+                    "{{.Name}}",
+                    "--authfile",
+                ])
+                .arg(&auth)
+                .arg(&term);
+            let what = format!("podman search {term}");
+            let out = run(cmd, None, &what).await;
+            let names: BTreeSet<String> = out.ok(&what).lines().map(|l| l.trim().to_owned()).collect();
+            let want: BTreeSet<String> = ["app", "web"].iter().map(|r| format!("{host}/{acme}/{r}")).collect();
+            assert_eq!(names, want, "[{b}] {what}: only acme's repositories");
+        }
     }
 }
 
