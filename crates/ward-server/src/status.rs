@@ -121,8 +121,10 @@ pub async fn log_failures(req: axum::extract::Request, next: axum::middleware::N
     };
     let message: String = message.chars().take(500).collect();
     let grpc = grpc.unwrap_or_default();
-    if status == http::StatusCode::UNAUTHORIZED || grpc == "16" {
-        // Every registry client's first request, and every token flow's.
+    let probe = method == http::Method::HEAD && status == http::StatusCode::NOT_FOUND;
+    if status == http::StatusCode::UNAUTHORIZED || grpc == "16" || probe {
+        // Every registry client's first request, every token flow's, and
+        // the existence checks clients make before pushing a blob.
         tracing::debug!(%method, %path, status = status.as_u16(), grpc_status = %grpc, %message, "request failed");
     } else if status.is_server_error() || ["2", "4", "13", "14", "15"].contains(&grpc.as_str()) {
         tracing::warn!(%method, %path, status = status.as_u16(), grpc_status = %grpc, %message, "request failed");

@@ -526,9 +526,12 @@ fn podman() -> Option<PathBuf> {
 
 /// `podman search <host>/` and `<host>/<org>/` through the token flow
 /// (`registry:catalog:*`): each person sees exactly the repositories they
-/// may list, nothing of another organization.
+/// may list, nothing of another organization. Then podman pulls and pushes
+/// (vfs storage in the sandbox): a viewer pulls but may not push; an owner
+/// pushes.
 #[tokio::test(flavor = "multi_thread")]
 async fn podman_search_lists_what_the_caller_may_see() {
+    let Some(tools) = Tools::find() else { return };
     let Some(podman) = podman() else { return };
     for s in common::servers().await {
         let b = s.backend;
@@ -572,6 +575,58 @@ async fn podman_search_lists_what_the_caller_may_see() {
             let want: BTreeSet<String> = ["app", "web"].iter().map(|r| format!("{host}/{acme}/{r}")).collect();
             assert_eq!(names, want, "[{b}] {what}: only acme's repositories");
         }
+
+        // An image in acme/app, pulled and pushed back with podman.
+        sb.image(&tools, "image").await;
+        let creds = format!("_token:{}", s.token);
+        let dest = format!("docker://{host}/{acme}/app:v1");
+        let args = [
+            "copy",
+            "--dest-tls-verify=false",
+            "--dest-creds",
+            &creds,
+            &sb.oci("image"),
+            &dest,
+        ];
+        run(sb.skopeo(&tools, &args), None, "push").await.ok("push");
+        let podman_cmd = |auth: &Path, args: &[&str]| {
+            let mut cmd = sb.command(&podman);
+            cmd.args(["--storage-driver", "vfs", "--root"])
+                .arg(sb.path("storage"))
+                .arg("--runroot")
+                .arg(sb.path("run"))
+                .args(args)
+                .arg("--tls-verify=false")
+                .arg("--authfile")
+                .arg(auth);
+            cmd
+        };
+        let (image, copy) = (format!("{host}/{acme}/app:v1"), format!("{host}/{acme}/copy:v1"));
+        run(podman_cmd(&auth, &["pull", &image]), None, "podman pull")
+            .await
+            .ok("podman pull");
+        let mut tag = sb.command(&podman);
+        tag.args(["--storage-driver", "vfs", "--root"])
+            .arg(sb.path("storage"))
+            .arg("--runroot")
+            .arg(sb.path("run"))
+            .args(["tag", &image, &copy]);
+        run(tag, None, "podman tag").await.ok("podman tag");
+        run(podman_cmd(&auth, &["push", &copy]), None, "podman push as a viewer")
+            .await
+            .failed("podman push as a viewer");
+        let owner_auth = sb.path("owner.json");
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("_token:{}", s.token));
+        std::fs::write(
+            &owner_auth,
+            json!({ "auths": { &host: { "auth": basic } } }).to_string(),
+        )
+        .expect("auth file");
+        run(podman_cmd(&owner_auth, &["push", &copy]), None, "podman push")
+            .await
+            .ok("podman push");
+        let (status, _, _) = get_raw(&s, &format!("/v2/{acme}/copy/manifests/v1"), OCI_MANIFEST).await;
+        assert_eq!(status, StatusCode::OK, "[{b}] pushed by podman");
     }
 }
 
