@@ -626,6 +626,33 @@ async fn registry_tokens_are_rechallenged_for_what_they_lack() {
             r.show()
         );
 
+        // A mount asks for pull on its source too, and the token for both
+        // scopes mounts (201).
+        let blob = random_bytes(48);
+        let d = push_blob(&admin, "acme/source", &blob).await;
+        let mount = format!("/v2/acme/copy/blobs/uploads/?mount={d}&from=acme/source");
+        let r = Reg::new(&s, Auth::Anon).post_empty(&mount).await;
+        r.expect_err(&[401], &["UNAUTHORIZED"]);
+        let want = "repository:acme/copy:pull,push repository:acme/source:pull";
+        assert!(
+            r.hv("www-authenticate").contains(&format!("scope=\"{want}\"")),
+            "[{b}] {}",
+            r.show()
+        );
+        let both = {
+            let r = basic
+                .get(&format!(
+                    "/token?service={}&scope={}&scope={}",
+                    enc(&host),
+                    enc("repository:acme/copy:pull,push"),
+                    enc("repository:acme/source:pull")
+                ))
+                .await;
+            r.expect(200);
+            Reg::new(&s, Auth::Bearer(r.json()["token"].as_str().expect("token").to_owned()))
+        };
+        both.post_empty(&mount).await.expect(201);
+
         // A reference that cannot be a tag names no manifest.
         for r in [
             admin.get(&format!("/v2/{name}/manifests/.INVALID_MANIFEST_NAME")).await,

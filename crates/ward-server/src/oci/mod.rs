@@ -335,10 +335,18 @@ fn insufficient_scope(ward: &Ward, scope: &str, head: bool) -> Response {
     .into_response()
 }
 
-/// Whether `s` holds only what a registry scope is made of: repository-name
-/// characters, `:` between its parts, `,` between actions and `*`.
+/// Whether `s` is one or more registry scopes (`type:name:actions`, one
+/// space between two), made only of repository-name characters, `:`, `,`
+/// and `*`.
 fn is_scope_text(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 1024 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-/:,*".contains(&b))
+    !s.is_empty()
+        && s.len() <= 1024
+        && s.split(' ').all(|one| {
+            one.matches(':').count() >= 2
+                && one
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-/:,*".contains(&b))
+        })
 }
 
 /// What a request needs of a registry token, derived once from its route
@@ -457,7 +465,19 @@ async fn dispatch(State(ward): State<Arc<Ward>>, req: Request) -> Response {
         );
     };
     let need = need(&route, &method);
-    let scope = need.scope();
+    let mut scope = need.scope();
+    // A cross-repository mount reads `from`: its challenge asks for pull
+    // there too (as distribution's does), so the token a client fetches can
+    // mount. A token without it still uploads: the mount falls back to a
+    // plain upload session (202), as the spec allows.
+    if let (Route::StartUpload(_), Some(s)) = (&route, scope.as_mut()) {
+        let q = query(&req);
+        if param(&q, "mount").is_some()
+            && let Some(from) = param(&q, "from").filter(|f| !f.is_empty())
+        {
+            s.push_str(&format!(" repository:{from}:pull"));
+        }
+    }
     let caller = match auth::caller(&ward, req.headers()).await {
         Ok(c) => c,
         Err(e) => {
@@ -604,9 +624,12 @@ mod tests {
     fn challenges_carry_only_scope_text() {
         assert!(super::is_scope_text("repository:0123/app:pull,push"));
         assert!(super::is_scope_text("registry:catalog:*"));
+        assert!(super::is_scope_text("repository:o/b:pull,push repository:o/a:pull"));
         for bad in [
             "repository:a\",realm=\"http://evil/x:pull",
             "repository:a b:pull",
+            "repository:a:pull  repository:b:pull",
+            "repository:a:pull ",
             "repository:a\\:pull",
             "repository:a\r\nX: y:pull",
             "",
