@@ -639,6 +639,10 @@ async fn registry_tokens_are_rechallenged_for_what_they_lack() {
             "[{b}] {}",
             r.show()
         );
+        // A token for the target alone, from a caller who may pull the
+        // source, is re-challenged for both.
+        let target_only = token_for("repository:acme/copy:pull,push".into()).await;
+        rechallenged(&target_only.post_empty(&mount).await, want);
         let both = {
             let r = basic
                 .get(&format!(

@@ -468,15 +468,16 @@ async fn dispatch(State(ward): State<Arc<Ward>>, req: Request) -> Response {
     let mut scope = need.scope();
     // A cross-repository mount reads `from`: its challenge asks for pull
     // there too (as distribution's does), so the token a client fetches can
-    // mount. A token without it still uploads: the mount falls back to a
-    // plain upload session (202), as the spec allows.
-    if let (Route::StartUpload(_), Some(s)) = (&route, scope.as_mut()) {
-        let q = query(&req);
-        if param(&q, "mount").is_some()
-            && let Some(from) = param(&q, "from").filter(|f| !f.is_empty())
-        {
-            s.push_str(&format!(" repository:{from}:pull"));
+    // mount.
+    let q = query(&req);
+    let mount_from = match (&route, param(&q, "mount"), param(&q, "from")) {
+        (Route::StartUpload(_), Some(_), Some(from)) if !from.is_empty() && !from.contains(' ') => {
+            Some(from.to_owned())
         }
+        _ => None,
+    };
+    if let (Some(from), Some(s)) = (&mount_from, scope.as_mut()) {
+        s.push_str(&format!(" repository:{from}:pull"));
     }
     let caller = match auth::caller(&ward, req.headers()).await {
         Ok(c) => c,
@@ -504,6 +505,19 @@ async fn dispatch(State(ward): State<Arc<Ward>>, req: Request) -> Response {
                 .into_response(),
             );
         }
+    }
+    // A registry token without pull on a mount's source, from a caller who
+    // may pull there: re-challenged, so the client fetches a token that
+    // mounts. (One who may not pull there gets a plain upload session, 202,
+    // as the spec allows.)
+    if let Some(from) = mount_from.as_deref()
+        && caller.claims.access.is_some()
+        && !token_allows(&ward, &caller, &Need::Repository(from, &[Action::Pull]))
+            .await
+            .unwrap_or(true)
+        && ward.oci_could_pull(&caller, from).await
+    {
+        return with_version(insufficient_scope(&ward, scope.as_deref().unwrap_or_default(), head));
     }
     let resp = handle(&ward, &caller, route, req).await;
     with_version(match resp {

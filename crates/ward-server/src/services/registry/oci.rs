@@ -578,6 +578,19 @@ impl Ward {
         granted
     }
 
+    /// Whether the caller (by its capabilities, whatever its token's scopes)
+    /// may pull from the repository `raw` names: a mount from it is worth a
+    /// re-challenge for its scope.
+    pub async fn oci_could_pull(&self, caller: &Caller, raw: &str) -> bool {
+        let Ok(t) = self.oci_target(caller, raw).await else {
+            return false;
+        };
+        t.repo
+            .as_ref()
+            .and_then(|r| Uidp::parse("repo", &r.uid).ok())
+            .is_some_and(|uid| self.caps_at(caller, &uid).contains(Capability::RepoBlobsGet))
+    }
+
     /// Checks `cap` on an existing repo: NAME_UNKNOWN if the caller cannot
     /// see it, DENIED if it can but lacks `cap`.
     pub fn oci_check(&self, caller: &Caller, t: &Target, cap: Capability) -> OciResult<RepoRecord> {
