@@ -333,11 +333,19 @@ impl Ward {
             .filter(|s| !s.is_empty())
             .cloned()
             .collect();
-        ids.sort();
-        ids.dedup();
-        if ids.len() > MAX_METADATA_IDS || ids.iter().any(|i| i.len() > super::MAX_NAME) {
+        // Bounded as the request states them (before duplicates go), in
+        // characters, as the document says.
+        if req.ids.len() > MAX_METADATA_IDS {
             return Err(Error::invalid("ids", format!("at most {MAX_METADATA_IDS} ids")));
         }
+        if ids.iter().any(|i| i.chars().count() > super::MAX_NAME) {
+            return Err(Error::invalid(
+                "ids",
+                format!("an id is at most {} characters", super::MAX_NAME),
+            ));
+        }
+        ids.sort();
+        ids.dedup();
         let page_size = ward_core::listing::page_size(req.page_size)? as usize;
         let skip = ward_core::listing::skip(req.skip)? as usize;
         let advisories = self
