@@ -176,7 +176,12 @@ impl Ward {
             return Ok(found.is_some());
         }
         let found = match Uidp::parse("sub", uid) {
-            Ok(u) => self.store.get_identity(&u).await?.is_some(),
+            // A pending person (bound before a first login) is no one yet.
+            Ok(u) => self
+                .store
+                .get_identity(&u)
+                .await?
+                .is_some_and(|r| !(r.parent_uid.is_none() && r.relationship_type == 0 && r.issuer.is_empty())),
             Err(_) => false,
         };
         self.session_role_caps.insert(key, found.then(String::new));

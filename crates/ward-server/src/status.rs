@@ -119,7 +119,19 @@ pub async fn log_failures(req: axum::extract::Request, next: axum::middleware::N
             })
             .unwrap_or_default(),
     };
-    let message: String = message.chars().take(500).collect();
+    // Control characters are escaped: a message may echo request input,
+    // which must not forge log lines.
+    let message: String = message
+        .chars()
+        .take(500)
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect();
     let grpc = grpc.unwrap_or_default();
     let probe = method == http::Method::HEAD && status == http::StatusCode::NOT_FOUND;
     if status == http::StatusCode::UNAUTHORIZED || grpc == "16" || probe {

@@ -872,6 +872,53 @@ async fn people_are_bound_before_their_first_login() {
         let team = uid(&s.create_group(Some(&org.uid), "team").await);
         let (_, owner) = common::person(&s, "owner", &[(org.uid.as_str(), "owner")]).await;
         let (_, viewer) = common::person(&s, "viewer", &[(org.uid.as_str(), "viewer")]).await;
+        let globex = uid(&s.create_group(None, "globex").await);
+        let (stranger, _) = common::person(&s, "stranger", &[(globex.as_str(), "viewer")]).await;
+
+        // What is no person, or a person registered elsewhere, cannot be
+        // bound by an organization owner: NOT_FOUND, like a hidden identity.
+        for (what, who) in [
+            ("an organization's uid", globex.clone()),
+            ("the organization's own uid", org.uid.clone()),
+            ("a built-in role's uid", org.editor.clone()),
+            ("a person registered elsewhere", stranger.clone()),
+        ] {
+            let body = json!({ "identityUid": who, "roleUid": org.viewer });
+            let (status, refused) = s
+                .call_as(
+                    &owner,
+                    Method::POST,
+                    &format!("/iam/v2beta1/roleBindings/{team}"),
+                    Some(body),
+                )
+                .await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "[{b}] {what}: {refused}");
+        }
+        // A pending person exists only while a binding waits for them.
+        let ghost = "0123456789abcdef0123456789abcdef01234567";
+        let body = json!({ "identityUid": ghost, "roleUid": org.viewer });
+        let (status, made) = s
+            .call_as(
+                &owner,
+                Method::POST,
+                &format!("/iam/v2beta1/roleBindings/{team}"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {made}");
+        let (status, _) = s.get(&format!("/iam/v2/identities/{ghost}")).await;
+        assert_eq!(status, StatusCode::OK, "[{b}] pending while bound");
+        let (status, _) = s
+            .call_as(
+                &owner,
+                Method::DELETE,
+                &format!("/iam/v2beta1/roleBindings/{}", uid(&made)),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}]");
+        let (status, _) = s.get(&format!("/iam/v2/identities/{ghost}")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "[{b}] gone with its last binding");
 
         let lookup = format!(
             "/iam/v2beta1/identities:lookupIdentity?issuer={}&subject=user-erin",

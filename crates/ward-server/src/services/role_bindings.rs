@@ -58,6 +58,12 @@ fn to_proto(b: HydratedBinding) -> RoleBinding {
     }
 }
 
+/// A person bound before their first login: no relationship and no issuer
+/// yet (see `Ward::bindable_identity`).
+fn is_pending(r: &ward_store::IdentityRecord) -> bool {
+    r.parent_uid.is_none() && r.relationship_type == 0 && r.issuer.is_empty()
+}
+
 impl Ward {
     /// The capabilities of a role that may be bound at `group`: a built-in role,
     /// or a custom role defined in `group` or one of its ancestors. A custom role
@@ -91,20 +97,43 @@ impl Ward {
     /// identity in a group must live in the binding's organization.
     ///
     /// A root-level identity (a person: the uid `LookupIdentity` names for an
-    /// issuer and subject) may be bound anywhere, by whoever may create the
-    /// binding, whether or not the person has logged in yet: people are no
-    /// one organization's to list, and binding one discloses nothing (it
-    /// succeeds either way). One not registered yet is recorded as pending
-    /// (no relationship, so it cannot be assumed); their first login fills it
-    /// in, and the binding takes effect from then on.
-    async fn bindable_identity(&self, caller: &Caller, group: &Uidp, identity: &Uidp) -> Result<()> {
-        if identity.is_root() {
-            if self.store.get_identity(identity).await?.is_none() {
-                self.pending_person(identity).await?;
-            }
-            return Ok(());
-        }
+    /// issuer and subject):
+    /// - one nobody has yet may be bound by whoever may create the binding,
+    ///   before the person's first login: it is recorded as pending (no
+    ///   relationship, so it cannot be assumed), the first login fills it
+    ///   in, and the binding holds from then on. A uid that is a group or a
+    ///   role is no person (NOT_FOUND).
+    /// - a pending one, the same;
+    /// - a registered person may be bound by the server admin, or in the
+    ///   organization whose identity provider they logged in through; to
+    ///   anyone else they are NOT_FOUND, as before.
+    ///
+    /// `Ok(true)`: the pending identity must be recorded with the binding.
+    async fn bindable_identity(&self, caller: &Caller, group: &Uidp, identity: &Uidp) -> Result<bool> {
         let not_found = || Error::not_found(IDENTITY_TYPE, identity.as_str());
+        if identity.is_root() {
+            match self.store.get_identity(identity).await? {
+                Some(r) if is_pending(&r) => return Ok(false),
+                Some(_) => {
+                    let theirs = match self.store.get_person(identity.as_str()).await? {
+                        Some(p) => Uidp::parse("identity_provider", &p.identity_provider_uid)
+                            .is_ok_and(|idp| idp.root() == group.root()),
+                        None => false,
+                    };
+                    if caller.is_admin || theirs {
+                        return Ok(false);
+                    }
+                    return Err(not_found());
+                }
+                None => {
+                    if self.store.get_group(identity).await?.is_some() || self.store.get_role(identity).await?.is_some()
+                    {
+                        return Err(not_found());
+                    }
+                    return Ok(true);
+                }
+            }
+        }
         let sees = caller.is_admin
             || self.caps_at(caller, identity).contains(rpc::GET_IDENTITY.capability)
             || identity
@@ -122,7 +151,7 @@ impl Ward {
                 "identity_uid must name an identity in the same organization as the binding",
             ));
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Records a person bound before their first login (see
@@ -152,19 +181,59 @@ impl Ward {
         }
     }
 
+    /// Removes a pending person no binding names any more (their bindings
+    /// failed to be written, or were deleted): pending identities exist only
+    /// for the bindings that wait for them. One that is still bound stays
+    /// (the store refuses to delete it).
+    async fn drop_unbound_pending(&self, uid: &str) {
+        let Ok(uid) = Uidp::parse("identity", uid) else { return };
+        if !uid.is_root() {
+            return;
+        }
+        if let Ok(Some(r)) = self.store.get_identity(&uid).await
+            && is_pending(&r)
+        {
+            let _ = self.store.delete_identity(&uid).await;
+        }
+    }
+
+    /// Writes bindings, recording first the pending people they wait for;
+    /// if the bindings cannot be written, those pending people go again.
+    async fn write_bindings(&self, records: &[RoleBindingRecord], pending: &[Uidp]) -> Result<()> {
+        for p in pending {
+            self.pending_person(p).await?;
+        }
+        let written = if let [one] = records {
+            self.store.create_binding(one).await
+        } else {
+            self.store.create_bindings(records).await
+        };
+        if written.is_err() {
+            for p in pending {
+                self.drop_unbound_pending(p.as_str()).await;
+            }
+        }
+        written
+    }
+
     /// A new binding at `group` (where the caller is already authorized),
     /// once its role and identity resolve through the caller's view and the
     /// role grants nothing the caller lacks there.
+    /// `pending` collects a person the binding waits for (recorded only
+    /// once every binding of the request has passed its checks).
     async fn new_binding(
         &self,
         caller: &Caller,
         group: &Uidp,
         identity: Uidp,
         role: Uidp,
+        pending: &mut Vec<Uidp>,
     ) -> Result<RoleBindingRecord> {
         let caps = self.bindable_role(caller, group, &role).await?;
         self.check_no_escalation(caller, group, caps)?;
-        self.bindable_identity(caller, group, &identity).await?;
+        if self.bindable_identity(caller, group, &identity).await? && !pending.contains(&identity) {
+            pending.push(identity.clone());
+        }
         let now = self.clock.now_millis();
         Ok(RoleBindingRecord {
             uid: group.new_child().into(),
@@ -228,10 +297,11 @@ impl Ward {
             return Err(Error::InvalidArgument(bad));
         }
         let mut records = Vec::with_capacity(wanted.len());
+        let mut pending = Vec::new();
         for (identity, role) in wanted {
-            records.push(self.new_binding(caller, &group, identity, role).await?);
+            records.push(self.new_binding(caller, &group, identity, role, &mut pending).await?);
         }
-        self.store.create_bindings(&records).await?;
+        self.write_bindings(&records, &pending).await?;
         self.grants_changed();
         let mut role_bindings = Vec::with_capacity(records.len());
         for r in &records {
@@ -256,9 +326,10 @@ impl Ward {
             return Err(Error::InvalidArgument(bad));
         };
         self.authorize(caller, &rpc::CREATE_ROLE_BINDING, &group)?;
-        let record = self.new_binding(caller, &group, identity, role).await?;
+        let mut pending = Vec::new();
+        let record = self.new_binding(caller, &group, identity, role, &mut pending).await?;
         let uid = Uidp::parse("uid", &record.uid)?;
-        self.store.create_binding(&record).await?;
+        self.write_bindings(std::slice::from_ref(&record), &pending).await?;
         self.grants_changed();
         let b = self
             .store
@@ -358,8 +429,12 @@ impl Ward {
             return Err(Error::invalid("uid", "a role binding uid has a group part"));
         }
         self.authorize(caller, &rpc::DELETE_ROLE_BINDING, &uid)?;
+        let identity = self.store.get_binding(&uid).await?.map(|b| b.identity_uid);
         if self.store.delete_binding(&uid).await? {
             self.grants_changed();
+        }
+        if let Some(identity) = identity {
+            self.drop_unbound_pending(&identity).await;
         }
         Ok(())
     }

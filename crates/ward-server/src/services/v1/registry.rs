@@ -125,7 +125,9 @@ pub fn tags_request(f: &v1::TagFilter, uidp: UidpFilter, page_token: String) -> 
 /// tie), and the longest other name on that tag's digest, "latest" and
 /// "latest-dev" excluded (the greater name on a tie). With no tags, only
 /// `id` and a zero count.
-pub fn summarize(repo_id: &str, tags: Vec<v2::Tag>) -> v1::RepoTagsSummary {
+pub fn summarize(repo_id: &str, mut tags: Vec<v2::Tag>) -> v1::RepoTagsSummary {
+    // A tag made by name that no push has pointed yet names no image.
+    tags.retain(|t| !t.digest.is_empty());
     let newest = |t: &&v2::Tag| (t.update_time.unwrap_or_default(), t.name.clone());
     let latest = tags
         .iter()
