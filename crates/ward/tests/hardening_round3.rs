@@ -344,8 +344,9 @@ async fn nested_body_keys_are_update_mask_paths() {
 // 7, 10, 11, 12, 13: the registry.
 
 /// Rule: a cross-repository mount reads `from`, so a registry token must
-/// allow pull there too; without it the mount is not done (an upload
-/// session starts instead, as the spec says) and the blob stays unreadable.
+/// allow pull there too; without it the mount is not done: the token is
+/// re-challenged for both scopes (the caller may pull there), nothing is
+/// linked, and the blob stays unreadable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mount_needs_pull_on_its_source() {
     for s in servers().await {
@@ -366,7 +367,11 @@ async fn a_mount_needs_pull_on_its_source() {
             let http = s.http.clone();
             async move { http.post(url).bearer_auth(token).send().await.unwrap().status() }
         };
-        assert_eq!(mount(narrow.clone()).await, 202, "[{b}] no mount without pull on from");
+        assert_eq!(
+            mount(narrow.clone()).await,
+            401,
+            "[{b}] no mount without pull on from: re-challenged for it"
+        );
         let r = s
             .http
             .get(format!("{}/v2/{acme}/app/blobs/{}", s.base, sha256(&secret)))
