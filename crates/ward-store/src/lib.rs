@@ -203,8 +203,10 @@ pub trait Store:
     /// FAILED_PRECONDITION while role bindings name the identity.
     async fn delete_identity(&self, uid: &Uidp) -> Result<()>;
     async fn list_identities(&self, query: &ListQuery) -> Result<Page<IdentityRecord>>;
-    /// Identities whose exact issuer and subject are these (token exchange
-    /// without an explicit identity).
+    /// Root-level identities (registered people) whose exact issuer and
+    /// subject are these (token exchange without an explicit identity). Only
+    /// those: identities in groups, which any organization can create with
+    /// any issuer and subject, can never crowd them out of the answer.
     async fn find_identities(&self, issuer: &str, subject: &str) -> Result<Vec<IdentityRecord>>;
     /// Records a token exchange (`last_seen_time`).
     async fn touch_identity(&self, uid: &Uidp, now_ms: i64) -> Result<()>;

@@ -367,7 +367,8 @@ impl Store for PostgresStore {
 
     async fn find_identities(&self, issuer: &str, subject: &str) -> Result<Vec<IdentityRecord>> {
         sqlx::query_as(&format!(
-            "SELECT {IDENTITY_COLUMNS} FROM identities WHERE issuer = $1 AND subject = $2 ORDER BY uid LIMIT 10"
+            "SELECT {IDENTITY_COLUMNS} FROM identities WHERE issuer = $1 AND subject = $2 AND parent_uid IS NULL \
+             ORDER BY uid LIMIT 10"
         ))
         .bind(issuer)
         .bind(subject)

@@ -527,7 +527,8 @@ impl Store for SqliteStore {
         let (iss, sub) = (issuer.to_owned(), subject.to_owned());
         self.read("find identities", move |c| {
             c.prepare_cached(&format!(
-                "SELECT {IDENTITY_COLUMNS} FROM identities WHERE issuer = ?1 AND subject = ?2 ORDER BY uid LIMIT 10"
+                "SELECT {IDENTITY_COLUMNS} FROM identities WHERE issuer = ?1 AND subject = ?2 AND parent_uid IS NULL \
+                 ORDER BY uid LIMIT 10"
             ))?
             .query_map([iss, sub], identity_from_row)?
             .collect()
