@@ -172,6 +172,10 @@ rules! {
     REVIEW_ADVISORY_EVENT = "Advisories.UpdateAdvisoryEvent (review)", AdvisoryEvent, AdvisoriesApprove, Resource;
     IMPORT_ADVISORIES = "Advisories.Import", Advisory, AdvisoriesCreate, Parent;
     IMPORT_ADVISORIES_UPDATE = "Advisories.Import (update)", Advisory, AdvisoriesUpdate, Parent;
+    IMPORT_REVIEWED_UPSTREAM = "Advisories.Import (reviewed upstream)", AdvisoryEvent, AdvisoriesApprove, Parent;
+    IMPORT_OSV = "Advisories.ImportOsv", Advisory, AdvisoriesCreate, Parent;
+    IMPORT_OSV_UPDATE = "Advisories.ImportOsv (update)", Advisory, AdvisoriesUpdate, Parent;
+    GET_ADVISORY_FLAGS = "Advisories.GetAdvisoryFlags", Advisory, AdvisoriesList, Resource;
 }
 }
 

@@ -40,6 +40,14 @@ const ALLOWED: &[(&str, &str)] = &[
         ".chainguard.platform.vulnerabilities.v1.Advisories.Import",
         "a Ward-only RPC (bulk import of advisory documents); clients that do not know it never call it",
     ),
+    (
+        ".chainguard.platform.vulnerabilities.v1.Advisories.ImportOsv",
+        "a Ward-only RPC (bulk import of OSV feed records); clients that do not know it never call it",
+    ),
+    (
+        ".chainguard.platform.vulnerabilities.v1.Advisories.GetAdvisoryFlags",
+        "a Ward-only RPC (what imports kept but flagged); clients that do not know it never call it",
+    ),
 ];
 
 fn type_name(t: Type) -> &'static str {

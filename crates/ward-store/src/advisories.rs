@@ -19,6 +19,8 @@ pub const MAX_EVENT_BYTES_PER_ADVISORY: i64 = 1024 * 1024;
 
 /// `review_state` of an approved event (REVIEW_STATE_APPROVED).
 pub const APPROVED: i64 = 2;
+/// `review_state` of an event awaiting review (REVIEW_STATE_PENDING).
+pub const PENDING: i64 = 1;
 /// The EventTypeFilter number of `fixed`.
 pub const FIXED: i64 = 3;
 
@@ -125,6 +127,40 @@ pub struct ImportItem {
     /// The record's CGA id was generated for it (its source had none): find
     /// the stored advisory by its legacy id in the group instead.
     pub by_legacy_id: bool,
+    /// What the import kept but flagged (added to the advisory's flags).
+    pub flags: Vec<FlagRecord>,
+    /// Set when the import is reviewed upstream: its events are approved as
+    /// imported (new ones arrive approved; stored ones still pending that it
+    /// carries too are approved), each with an `APPROVED_AS_IMPORTED` flag.
+    pub approval: Option<ImportApproval>,
+}
+
+/// Who approved an import's events, and the flag's words for it.
+#[derive(Clone, Debug)]
+pub struct ImportApproval {
+    pub reviewer: String,
+    pub detail: String,
+}
+
+/// A flag on an advisory: something an import kept that Ward cannot use in
+/// its decisions, shortened, or approved as imported.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct FlagRecord {
+    pub code: String,
+    /// The field concerned (an event's uid for an approval).
+    pub field: String,
+    pub detail: String,
+}
+
+/// The code of the flag an event approved as imported carries.
+pub const APPROVED_AS_IMPORTED: &str = "APPROVED_AS_IMPORTED";
+
+/// A stored event as an import matches it.
+#[derive(Clone, Debug)]
+pub struct StoredPrint {
+    pub fingerprint: String,
+    pub uid: String,
+    pub review_state: i64,
 }
 
 /// What an import did with one advisory.
@@ -144,17 +180,20 @@ pub(crate) enum Plan<'a> {
         uid: String,
         fields: Option<Box<AdvisoryFields>>,
         events: Vec<&'a EventRecord>,
+        /// Stored pending events an import reviewed upstream approves.
+        approve: Vec<String>,
     },
     Unchanged,
     Reject(String),
 }
 
-/// Decides an import item against what is stored (`existing`, with its event
-/// fingerprints): events are matched by fingerprint and only added; fields
-/// are replaced when they differ.
+/// Decides an import item against what is stored (`existing`, with its
+/// events): events are matched by fingerprint and only added; fields are
+/// replaced when they differ; an import reviewed upstream approves the
+/// stored events it carries that are still pending.
 pub(crate) fn plan<'a>(
     parent_uid: &str,
-    existing: Option<(&AdvisoryRecord, &[String])>,
+    existing: Option<(&AdvisoryRecord, &[StoredPrint])>,
     item: &'a ImportItem,
 ) -> Plan<'a> {
     let Some((cur, prints)) = existing else {
@@ -171,19 +210,30 @@ pub(crate) fn plan<'a>(
     }
     let incoming = item.record.fields();
     let fields = (incoming != cur.fields()).then(|| Box::new(incoming));
-    let mut seen: std::collections::HashSet<&str> = prints.iter().map(String::as_str).collect();
+    let mut seen: std::collections::HashSet<&str> = prints.iter().map(|p| p.fingerprint.as_str()).collect();
     let events: Vec<&EventRecord> = item
         .events
         .iter()
         .filter(|e| seen.insert(e.fingerprint.as_str()))
         .collect();
-    if fields.is_none() && events.is_empty() {
+    let approve: Vec<String> = if item.approval.is_some() {
+        let carried: std::collections::HashSet<&str> = item.events.iter().map(|e| e.fingerprint.as_str()).collect();
+        prints
+            .iter()
+            .filter(|p| p.review_state == PENDING && carried.contains(p.fingerprint.as_str()))
+            .map(|p| p.uid.clone())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if fields.is_none() && events.is_empty() && approve.is_empty() {
         Plan::Unchanged
     } else {
         Plan::Update {
             uid: cur.uid.clone(),
             fields,
             events,
+            approve,
         }
     }
 }
@@ -218,6 +268,68 @@ pub trait AdvisoryStore: Send + Sync + 'static {
         items: &[ImportItem],
         now_ms: i64,
     ) -> Result<Vec<(ImportOutcome, String)>>;
+
+    /// The advisory's flags, by code and field.
+    async fn advisory_flags(&self, advisory_uid: &str) -> Result<Vec<FlagRecord>>;
+
+    /// Imports OSV feed records into the group in one transaction, one
+    /// outcome each. NOT_FOUND if the group is gone.
+    async fn import_feed_records(
+        &self,
+        parent_uid: &str,
+        records: &[FeedRecord],
+        now_ms: i64,
+    ) -> Result<Vec<FeedOutcome>>;
+    /// The records with this id, one per group that holds it, by group uid.
+    async fn feed_records_by_id(&self, id: &str) -> Result<Vec<FeedRecord>>;
+}
+
+/// An imported OSV record: `body` is the record exactly as sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeedRecord {
+    pub parent_uid: String,
+    pub id: String,
+    /// Milliseconds since the epoch.
+    pub modified: i64,
+    pub withdrawn: Option<i64>,
+    pub aliases: Vec<String>,
+    /// (ecosystem, package name) of each affected package, each once.
+    pub packages: Vec<(String, String)>,
+    pub body: String,
+    /// SHA-256 of `body`, hex.
+    pub digest: String,
+}
+
+/// What an import did with one feed record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeedOutcome {
+    Created,
+    /// Replaced by a newer (or same-dated but different) version.
+    Updated,
+    /// Replaced by a version that withdraws it.
+    Withdrawn,
+    /// The same record, or an older version than the stored one.
+    Unchanged,
+}
+
+/// Decides an incoming feed record against the stored `(modified, digest)`.
+pub(crate) fn feed_plan(stored: Option<(i64, &str)>, r: &FeedRecord) -> FeedOutcome {
+    match stored {
+        None => FeedOutcome::Created,
+        Some((modified, digest)) if r.modified < modified || (r.modified == modified && r.digest == digest) => {
+            FeedOutcome::Unchanged
+        }
+        Some(_) if r.withdrawn.is_some() => FeedOutcome::Withdrawn,
+        Some(_) => FeedOutcome::Updated,
+    }
+}
+
+/// The JSON list of a feed record's ecosystems (for display and filters).
+pub(crate) fn ecosystems_json(packages: &[(String, String)]) -> String {
+    let mut e: Vec<&str> = packages.iter().map(|(e, _)| e.as_str()).collect();
+    e.sort_unstable();
+    e.dedup();
+    serde_json::to_string(&e).unwrap_or_else(|_| "[]".into())
 }
 
 /// Whether an advisory holding `count` events of `bytes` may take `adding`.

@@ -57,6 +57,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0010_parent_counts.sql"),
     include_str!("../migrations/sqlite/0011_client_caps.sql"),
     include_str!("../migrations/sqlite/0012_wire_fields.sql"),
+    include_str!("../migrations/sqlite/0013_advisory_feeds.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \

@@ -251,6 +251,8 @@ async fn imports_are_idempotent_and_only_add_events() {
             record: a.clone(),
             events: vec![e1.clone()],
             by_legacy_id: false,
+            flags: Vec::new(),
+            approval: None,
         };
         let first = s
             .import_advisories(g.as_str(), std::slice::from_ref(&item), T0)
@@ -272,6 +274,8 @@ async fn imports_are_idempotent_and_only_add_events() {
                 ..e1.clone()
             }],
             by_legacy_id: false,
+            flags: Vec::new(),
+            approval: None,
         };
         let second = s
             .import_advisories(g.as_str(), std::slice::from_ref(&again), T0 + 1)
@@ -291,6 +295,8 @@ async fn imports_are_idempotent_and_only_add_events() {
             },
             events: vec![e2.clone()],
             by_legacy_id: false,
+            flags: Vec::new(),
+            approval: None,
         };
         let third = s
             .import_advisories(g.as_str(), &[changed], T0 + 2)
@@ -321,6 +327,8 @@ async fn imports_are_idempotent_and_only_add_events() {
             record: advisory(&other, "CGA-5555-6666-7777", &[]),
             events: vec![e1.clone()],
             by_legacy_id: false,
+            flags: Vec::new(),
+            approval: None,
         };
         let out = s
             .import_advisories(other.as_str(), &[stolen], T0 + 3)
@@ -337,6 +345,8 @@ async fn imports_are_idempotent_and_only_add_events() {
             record: fresh.clone(),
             events: vec![event(&fresh, T0, DETECTION, r#"{"detection":{"manual":{}}}"#, PENDING)],
             by_legacy_id: false,
+            flags: Vec::new(),
+            approval: None,
         };
         let twin = ImportItem {
             record: AdvisoryRecord {
@@ -345,6 +355,8 @@ async fn imports_are_idempotent_and_only_add_events() {
             },
             events: dup.events.clone(),
             by_legacy_id: false,
+            flags: Vec::new(),
+            approval: None,
         };
         let out = s
             .import_advisories(g.as_str(), &[dup, twin], T0 + 4)
@@ -376,6 +388,8 @@ async fn advisories_known_by_a_legacy_id_are_matched_by_it() {
                 record,
                 events,
                 by_legacy_id,
+                flags: Vec::new(),
+                approval: None,
             }
         };
         let out = s

@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::process::ExitStatus;
-
 use common::TestServer;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -41,41 +39,7 @@ const PYRITE: [&str; 3] = ["CGA-3x6r-v6w8-827q", "CGA-53m6-fhg2-gmww", "CGA-96h7
 const BAD_ALIAS: &str = "CGA-52cj-qp2v-wwfr";
 const NO_EVENTS: &str = "CGA-mq3c-hgr2-538f";
 
-/// What one run of the binary did.
-#[derive(Debug)]
-struct Run {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn ok(&self, what: &str) -> &str {
-        assert!(self.status.success(), "`{what}` failed: {self:#?}");
-        &self.stdout
-    }
-
-    fn json(&self, what: &str) -> Value {
-        let out = self.ok(what);
-        serde_json::from_str(out).unwrap_or_else(|e| panic!("`{what}` printed non-JSON ({e}): {out}"))
-    }
-
-    fn failed(&self, what: &str) -> &str {
-        assert!(!self.status.success(), "`{what}` should have failed: {self:#?}");
-        &self.stderr
-    }
-}
-
-/// `ward <args>` against `s` with `token` in WARD_TOKEN and nothing else
-/// from the test's environment.
-async fn ward_as(s: &TestServer, token: &str, args: &[&str]) -> Run {
-    let out = common::ward_cli(s, token, args).await;
-    Run {
-        status: out.status,
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
+use common::{CliRun as Run, ward_run as ward_as};
 
 async fn ward(s: &TestServer, args: &[&str]) -> Run {
     ward_as(s, &s.token, args).await

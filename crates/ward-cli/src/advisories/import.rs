@@ -1,12 +1,20 @@
-//! `ward advisories import`: advisory-schema YAML and OSV JSON files, parsed
-//! here and sent in batches to `POST /vulnerabilities/v1/advisories:import`.
+//! `ward advisories import`: advisory-schema YAML, OSV records (JSON, or
+//! YAML as the PyPA advisory database keeps them) and OSV archives (a zip of
+//! OSV JSON, as vulnerability databases publish one per ecosystem).
 //!
-//! Files are read one at a time (each at most 16 MiB) and sent as soon as a
-//! batch is full (100 documents or about 4 MiB of JSON), so a corpus of
-//! thousands of files takes a few dozen requests and little memory. A file
-//! that cannot be read or parsed is rejected here with its reason; the server
-//! reports on the rest, advisory by advisory. The import is idempotent:
-//! running it again reports everything unchanged.
+//! OSV records of the Chainguard or Wolfi ecosystem become advisories, like
+//! advisory-schema documents: parsed here and sent in batches to
+//! `POST /vulnerabilities/v1/advisories:import`. Records of every other
+//! ecosystem are feed records, sent as they are (byte for byte for JSON) to
+//! `POST /vulnerabilities/v1/osv:import`.
+//!
+//! Files and archive entries are read one at a time (each at most 16 MiB)
+//! and sent as soon as a batch is full, so a corpus of thousands of files or
+//! an archive of 100,000 records takes bounded memory. A file or record that
+//! cannot be read is rejected here with its reason; the server reports on
+//! the rest, one by one. Imports are idempotent: running one again reports
+//! everything unchanged. The exit status is non-zero only when something was
+//! refused outright; what was kept but flagged is listed as warnings.
 
 use std::collections::HashSet;
 use std::io::{IsTerminal as _, Read as _};
@@ -22,12 +30,16 @@ use super::{V1, osv, yaml};
 use crate::resource;
 use crate::{Client, Format, output, sanitize};
 
-/// The largest file read.
+/// The largest file (or archive entry) read.
 const MAX_FILE: u64 = 16 << 20;
 /// Documents per request, at most.
 const BATCH_DOCS: usize = 100;
+/// Feed records per request, at most.
+const BATCH_RECORDS: usize = 1000;
 /// JSON bytes per request, about (a larger document goes alone).
 const BATCH_BYTES: usize = 4 << 20;
+/// The feed-record import endpoint.
+const OSV_IMPORT: &str = "/vulnerabilities/v1/osv:import";
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
@@ -35,12 +47,17 @@ pub struct ImportArgs {
     #[arg(short = 'g', long)]
     group: String,
     /// Files or directories (searched recursively, hidden ones skipped):
-    /// `*.yaml`/`*.yml` in the advisory-schema format, `*.json` in OSV.
+    /// `*.yaml`/`*.yml` (advisory-schema, or an OSV record), `*.json` (OSV)
+    /// and `*.zip` (OSV archives).
     #[arg(required = true, value_name = "PATH")]
     paths: Vec<PathBuf>,
     /// Check and count, but write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Record the advisories' events as approved as imported: the documents
+    /// were reviewed where they were written (needs advisories.approve).
+    #[arg(long)]
+    reviewed_upstream: bool,
 }
 
 /// Why a file (or one advisory in it) was refused before it was sent.
@@ -60,21 +77,16 @@ impl Rejection {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum FileKind {
-    Schema,
-    Osv,
+fn is_zip(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("zip"))
 }
 
-fn kind(path: &Path) -> Option<FileKind> {
-    let name = path.file_name()?.to_string_lossy();
-    if name.ends_with(".yaml") || name.ends_with(".yml") {
-        Some(FileKind::Schema)
-    } else if name.ends_with(".json") {
-        Some(FileKind::Osv)
-    } else {
-        None
-    }
+fn importable(name: &str) -> bool {
+    name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json")
+}
+
+fn wanted(path: &Path) -> bool {
+    is_zip(path) || path.file_name().is_some_and(|n| importable(&n.to_string_lossy()))
 }
 
 /// The files to import: files given as they are, directories walked, in
@@ -85,10 +97,10 @@ fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
         let meta = std::fs::metadata(p).with_context(|| format!("{}", p.display()))?;
         if meta.is_dir() {
             walk(p, &mut out)?;
-        } else if kind(p).is_some() {
+        } else if wanted(p) {
             out.push(p.clone());
         } else {
-            bail!("{}: not a .yaml, .yml or .json file", p.display());
+            bail!("{}: not a .yaml, .yml, .json or .zip file", p.display());
         }
     }
     let mut seen = HashSet::new();
@@ -112,18 +124,17 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
         let ty = entry.file_type().with_context(|| format!("{}", path.display()))?;
         if ty.is_dir() {
             walk(&path, out)?;
-        } else if kind(&path).is_some() && (ty.is_file() || (ty.is_symlink() && path.is_file())) {
+        } else if wanted(&path) && (ty.is_file() || (ty.is_symlink() && path.is_file())) {
             out.push(path);
         }
     }
     Ok(())
 }
 
-/// The file's text: at most [`MAX_FILE`] bytes of UTF-8.
-fn read(path: &Path) -> Result<String, Rejection> {
-    let file = std::fs::File::open(path).map_err(|e| Rejection::file(format!("cannot open: {e}")))?;
+/// At most [`MAX_FILE`] bytes of UTF-8 from `r`.
+fn read_text(r: impl std::io::Read) -> Result<String, Rejection> {
     let mut bytes = Vec::new();
-    file.take(MAX_FILE + 1)
+    r.take(MAX_FILE + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| Rejection::file(format!("cannot read: {e}")))?;
     if bytes.len() as u64 > MAX_FILE {
@@ -132,18 +143,62 @@ fn read(path: &Path) -> Result<String, Rejection> {
     String::from_utf8(bytes).map_err(|_| Rejection::file("not UTF-8 text".into()))
 }
 
-/// The `ImportDocument` (proto JSON) of one file, checked against the
-/// server's own type.
-fn load(path: &Path, source: &str) -> Result<Value, Rejection> {
-    let text = read(path)?;
-    let doc = match kind(path) {
-        Some(FileKind::Osv) => osv::document(source, &text)?,
-        _ => yaml::document(source, &text)?,
+/// What one file (or archive entry) becomes.
+enum Parsed {
+    /// An `ImportDocument` (proto JSON) of advisories, and the advisories in
+    /// it that could not be read.
+    Document(Value, Vec<Rejection>),
+    /// An OSV feed record, as JSON text.
+    Record(String),
+}
+
+/// Whether advisory-schema-or-OSV YAML is an OSV record: it has a top-level
+/// `id:` and no top-level `advisories:`.
+fn is_osv_yaml(text: &str) -> bool {
+    let top = |key: &str| text.lines().any(|l| l.starts_with(key));
+    top("id:") && !top("advisories:")
+}
+
+/// Reads one file's (or entry's) text by its name.
+fn parse(name: &str, text: String) -> Result<Parsed, Rejection> {
+    let record = |v: Value, text: Option<String>| -> Result<Parsed, Rejection> {
+        if osv::is_advisory(&v) {
+            let doc = osv::document_of(name, &v)?;
+            check(&doc)?;
+            return Ok(Parsed::Document(doc, Vec::new()));
+        }
+        // JSON goes as written; YAML as its JSON.
+        let json = match text {
+            Some(t) => t,
+            None => serde_json::to_string(&v).map_err(|e| Rejection::file(format!("not JSON: {e}")))?,
+        };
+        Ok(Parsed::Record(json))
     };
-    if let Err(e) = serde_json::from_value::<ImportDocument>(doc.clone()) {
-        return Err(Rejection::file(format!("not a valid import document: {e}")));
+    if name.ends_with(".json") {
+        let v: Value = serde_json::from_str(&text).map_err(|e| Rejection::file(format!("not JSON: {e}")))?;
+        if !v.is_object() {
+            return Err(Rejection::file("not an OSV record (a JSON object)".into()));
+        }
+        return record(v, Some(text));
     }
-    Ok(doc)
+    if is_osv_yaml(&text) {
+        let v: Value =
+            yaml_serde::from_str(&text).map_err(|e| Rejection::file(format!("not an OSV record in YAML: {e}")))?;
+        if !v.is_object() {
+            return Err(Rejection::file("not an OSV record (a YAML mapping)".into()));
+        }
+        return record(v, None);
+    }
+    let (doc, rejected) = yaml::document(name, &text)?;
+    check(&doc)?;
+    Ok(Parsed::Document(doc, rejected))
+}
+
+/// Checks a document against the server's own type.
+fn check(doc: &Value) -> Result<(), Rejection> {
+    serde_json::from_value::<ImportDocument>(doc.clone())
+        .map(|_| ())
+        .map_err(|e| Rejection::file(format!("not a valid import document: {e}")))
 }
 
 /// What the server and the parser said, added up over the batches.
@@ -153,11 +208,15 @@ struct Report {
     updated: u64,
     unchanged: u64,
     rejected: u64,
+    withdrawn: u64,
+    flagged: u64,
     /// Advisories a dry run checked and found acceptable (outcome unspecified).
     checked: u64,
     results: Vec<Value>,
     /// (source, advisory id, reason)
     rejections: Vec<(String, String, String)>,
+    /// (source, advisory id, what was kept but flagged)
+    warnings: Vec<(String, String, String)>,
 }
 
 /// A count in an `ImportResponse` (an int32: a number, or a string).
@@ -186,6 +245,8 @@ impl Report {
         self.updated += count(&response, "updated");
         self.unchanged += count(&response, "unchanged");
         self.rejected += count(&response, "rejected");
+        self.withdrawn += count(&response, "withdrawn");
+        self.flagged += count(&response, "flagged");
         if let Some(Value::Array(results)) = response.get_mut("results").map(Value::take) {
             for r in results {
                 let outcome = match r.get("outcome") {
@@ -200,12 +261,24 @@ impl Report {
                 if outcome == "OUTCOME_UNSPECIFIED" {
                     self.checked += 1;
                 }
+                let field = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
                 if outcome == "REJECTED" {
-                    let field = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
                     self.rejections
                         .push((field("source"), field("advisoryId"), field("reason")));
                 }
-                self.results.push(r);
+                for w in r.get("warnings").and_then(Value::as_array).into_iter().flatten() {
+                    if let Some(w) = w.as_str() {
+                        self.warnings.push((field("source"), field("advisoryId"), w.to_owned()));
+                    }
+                }
+                // Unchanged feed records are most of a re-import: counted,
+                // not listed.
+                if outcome != "UNCHANGED"
+                    || r.get("warnings")
+                        .is_some_and(|w| w.as_array().is_some_and(|a| !a.is_empty()))
+                {
+                    self.results.push(r);
+                }
             }
         }
     }
@@ -219,116 +292,287 @@ impl Report {
                 "updated": self.updated,
                 "unchanged": self.unchanged,
                 "rejected": self.rejected,
+                "withdrawn": self.withdrawn,
+                "flagged": self.flagged,
                 "checked": self.checked,
                 "dryRun": dry_run,
             }))?;
         }
-        let suffix = if dry_run {
-            format!(" (dry run: {} checked, nothing written)", self.checked)
-        } else {
-            String::new()
-        };
+        let mut extra = String::new();
+        if self.withdrawn > 0 {
+            extra.push_str(&format!(", withdrawn {}", self.withdrawn));
+        }
+        if self.flagged > 0 {
+            extra.push_str(&format!(", flagged {}", self.flagged));
+        }
+        if dry_run {
+            extra.push_str(&format!(" (dry run: {} checked, nothing written)", self.checked));
+        }
         eprintln!(
-            "created {}, updated {}, unchanged {}, rejected {}{suffix}",
+            "created {}, updated {}, unchanged {}, rejected {}{extra}",
             self.created, self.updated, self.unchanged, self.rejected
         );
-        for (source, id, reason) in &self.rejections {
+        let line = |source: &str, id: &str, text: &str| {
             let line = if id.is_empty() {
-                format!("  {source}: {reason}")
+                format!("  {source}: {text}")
             } else {
-                format!("  {source} {id}: {reason}")
+                format!("  {source} {id}: {text}")
             };
             eprintln!("{}", sanitize(&line));
+        };
+        for (source, id, reason) in &self.rejections {
+            line(source, id, reason);
+        }
+        if !self.warnings.is_empty() {
+            eprintln!("kept, with warnings (see `ward advisories describe`):");
+            for (source, id, warning) in &self.warnings {
+                line(source, id, warning);
+            }
         }
         Ok(())
     }
 }
 
 /// A bar on stderr when it is a terminal; nothing otherwise.
-fn progress(files: usize) -> indicatif::ProgressBar {
+fn progress(items: u64) -> indicatif::ProgressBar {
     if !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
     }
-    let bar = indicatif::ProgressBar::new(files as u64);
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} files  {elapsed}  {msg}") {
+    let bar = indicatif::ProgressBar::new(items);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} files and records  {elapsed}  {msg}")
+    {
         bar.set_style(style);
     }
     bar
 }
 
-/// Sends one batch; adds the server's answer to the report.
-async fn send(
-    client: &Client,
-    group: &str,
+/// Batches waiting to be sent, and what was read and sent so far.
+struct Importer<'a> {
+    client: &'a Client,
+    group: String,
     dry_run: bool,
-    batch: &mut Vec<Value>,
-    report: &mut Report,
-) -> anyhow::Result<()> {
-    if batch.is_empty() {
-        return Ok(());
+    reviewed_upstream: bool,
+    docs: Vec<Value>,
+    doc_bytes: usize,
+    records: Vec<String>,
+    record_bytes: usize,
+    /// Where the waiting records came from (the file or archive given).
+    record_source: String,
+    report: Report,
+    bar: indicatif::ProgressBar,
+    /// Items read but not yet sent (the bar counts what was sent).
+    pending: u64,
+}
+
+impl Importer<'_> {
+    async fn add(&mut self, source: &str, origin: &str, parsed: Result<Parsed, Rejection>) -> anyhow::Result<()> {
+        match parsed {
+            Err(r) => {
+                self.report.reject(source, r);
+                self.bar.inc(1);
+            }
+            Ok(Parsed::Document(doc, rejected)) => {
+                for r in rejected {
+                    self.report.reject(source, r);
+                }
+                let size = serde_json::to_vec(&doc).map_or(0, |b| b.len());
+                if self.docs.len() >= BATCH_DOCS || (!self.docs.is_empty() && self.doc_bytes + size > BATCH_BYTES) {
+                    self.send_docs().await?;
+                }
+                self.docs.push(doc);
+                self.doc_bytes += size;
+                self.pending += 1;
+            }
+            Ok(Parsed::Record(text)) => {
+                // Escaped inside a JSON string, a record grows a little.
+                let size = text.len() + text.len() / 8;
+                if self.records.len() >= BATCH_RECORDS
+                    || (!self.records.is_empty() && self.record_bytes + size > BATCH_BYTES)
+                    || (!self.records.is_empty() && self.record_source != origin)
+                {
+                    self.send_records().await?;
+                }
+                origin.clone_into(&mut self.record_source);
+                self.records.push(text);
+                self.record_bytes += size;
+                self.pending += 1;
+            }
+        }
+        Ok(())
     }
-    let body = json!({"parentId": group, "documents": batch, "dryRun": dry_run});
-    let first = batch
-        .first()
-        .and_then(|d| d.get("source"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let response: Value = client
-        .call(Method::POST, &format!("{V1}:import"), &[], Some(&body))
-        .await
-        .with_context(|| format!("importing {} document(s) from {first} on", batch.len()))?;
-    report.add(response);
-    batch.clear();
-    Ok(())
+
+    async fn send_docs(&mut self) -> anyhow::Result<()> {
+        if self.docs.is_empty() {
+            return Ok(());
+        }
+        let docs = std::mem::take(&mut self.docs);
+        let n = docs.len();
+        let first = docs
+            .first()
+            .and_then(|d| d.get("source"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let body = json!({
+            "parentId": self.group,
+            "documents": docs,
+            "dryRun": self.dry_run,
+            "reviewedUpstream": self.reviewed_upstream,
+        });
+        let response: Value = self
+            .client
+            .call(Method::POST, &format!("{V1}:import"), &[], Some(&body))
+            .await
+            .with_context(|| format!("importing {n} document(s) from {first} on"))?;
+        self.report.add(response);
+        self.doc_bytes = 0;
+        self.sent();
+        Ok(())
+    }
+
+    async fn send_records(&mut self) -> anyhow::Result<()> {
+        if self.records.is_empty() {
+            return Ok(());
+        }
+        let records = std::mem::take(&mut self.records);
+        let n = records.len();
+        let body = json!({
+            "parentId": self.group,
+            "records": records,
+            "source": self.record_source,
+            "dryRun": self.dry_run,
+        });
+        let response: Value = self
+            .client
+            .call(Method::POST, OSV_IMPORT, &[], Some(&body))
+            .await
+            .with_context(|| format!("importing {n} OSV record(s) from {}", self.record_source))?;
+        self.report.add(response);
+        self.record_bytes = 0;
+        self.sent();
+        Ok(())
+    }
+
+    /// Moves the bar over what has been sent (both batches are empty or
+    /// just sent: what was pending in the other stays pending).
+    fn sent(&mut self) {
+        let waiting = (self.docs.len() + self.records.len()) as u64;
+        self.bar.inc(self.pending.saturating_sub(waiting));
+        self.pending = waiting;
+    }
+
+    async fn flush(&mut self) -> anyhow::Result<()> {
+        self.send_docs().await?;
+        self.send_records().await
+    }
+
+    /// Every `.json`/`.yaml` entry of an archive, one at a time.
+    async fn archive(&mut self, path: &Path) -> anyhow::Result<()> {
+        let source = path.display().to_string();
+        let file = std::fs::File::open(path).with_context(|| source.clone())?;
+        let mut zip = match zip::ZipArchive::new(std::io::BufReader::new(file)) {
+            Ok(z) => z,
+            Err(e) => {
+                self.report
+                    .reject(&source, Rejection::file(format!("not a zip archive: {e}")));
+                self.bar.inc(1);
+                return Ok(());
+            }
+        };
+        for i in 0..zip.len() {
+            let (name, parsed) = match zip.by_index(i) {
+                Ok(entry) if entry.is_dir() => continue,
+                Ok(entry) => {
+                    let name = match entry.name() {
+                        Ok(n) => n.into_owned(),
+                        Err(_) => entry.name_raw().iter().map(|&b| char::from(b)).collect(),
+                    };
+                    if !importable(&name) {
+                        self.bar.inc(1);
+                        continue;
+                    }
+                    let parsed = read_text(entry).and_then(|t| parse(&name, t));
+                    (name, parsed)
+                }
+                Err(e) => (format!("entry {i}"), Err(Rejection::file(format!("cannot read: {e}")))),
+            };
+            self.bar.set_message(name.clone());
+            self.add(&format!("{source}:{name}"), &source, parsed).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Entries of each archive, for the bar (its central directory only).
+fn items(files: &[PathBuf]) -> u64 {
+    files
+        .iter()
+        .map(|p| {
+            if is_zip(p) {
+                std::fs::File::open(p)
+                    .ok()
+                    .and_then(|f| zip::ZipArchive::new(std::io::BufReader::new(f)).ok())
+                    .map_or(1, |z| z.len() as u64)
+            } else {
+                1
+            }
+        })
+        .sum()
 }
 
 pub async fn run(client: &Client, format: Format, args: ImportArgs) -> anyhow::Result<()> {
     let group = resource::resolve_flag::<Group>(client, "--group", &args.group).await?;
     let files = collect(&args.paths)?;
     if files.is_empty() {
-        bail!("no .yaml, .yml or .json files under the paths given");
+        bail!("no .yaml, .yml, .json or .zip files under the paths given");
     }
-    let bar = progress(files.len());
-    let mut report = Report::default();
-    let mut batch: Vec<Value> = Vec::new();
-    let mut bytes = 0;
+    let mut im = Importer {
+        client,
+        group,
+        dry_run: args.dry_run,
+        reviewed_upstream: args.reviewed_upstream,
+        docs: Vec::new(),
+        doc_bytes: 0,
+        records: Vec::new(),
+        record_bytes: 0,
+        record_source: String::new(),
+        report: Report::default(),
+        bar: progress(items(&files)),
+        pending: 0,
+    };
+    let mut outcome = Ok(());
     for path in &files {
         let source = path.display().to_string();
-        bar.set_message(source.clone());
-        match load(path, &source) {
-            Ok(doc) => {
-                let size = serde_json::to_vec(&doc).map_or(0, |b| b.len());
-                if batch.len() >= BATCH_DOCS || (!batch.is_empty() && bytes + size > BATCH_BYTES) {
-                    let sent = batch.len() as u64;
-                    if let Err(e) = send(client, &group, args.dry_run, &mut batch, &mut report).await {
-                        bar.abandon();
-                        // What was done so far, then why it stopped.
-                        report.print(format, args.dry_run)?;
-                        return Err(e);
-                    }
-                    bar.inc(sent);
-                    bytes = 0;
-                }
-                batch.push(doc);
-                bytes += size;
-            }
-            Err(r) => {
-                report.reject(&source, r);
-                bar.inc(1);
-            }
+        im.bar.set_message(source.clone());
+        let step = if is_zip(path) {
+            im.archive(path).await
+        } else {
+            let parsed = std::fs::File::open(path)
+                .map_err(|e| Rejection::file(format!("cannot open: {e}")))
+                .and_then(read_text)
+                .and_then(|t| parse(&path.file_name().unwrap_or_default().to_string_lossy(), t));
+            // A directory's records go together, named by their directory.
+            let origin = path.parent().map_or(source.clone(), |p| p.display().to_string());
+            im.add(&source, &origin, parsed).await
+        };
+        if let Err(e) = step {
+            outcome = Err(e);
+            break;
         }
     }
-    let sent = batch.len() as u64;
-    if let Err(e) = send(client, &group, args.dry_run, &mut batch, &mut report).await {
-        bar.abandon();
-        report.print(format, args.dry_run)?;
-        return Err(e);
+    if outcome.is_ok() {
+        outcome = im.flush().await;
     }
-    bar.inc(sent);
-    bar.finish_and_clear();
+    let Importer { bar, report, .. } = im;
+    match &outcome {
+        Ok(()) => bar.finish_and_clear(),
+        Err(_) => bar.abandon(),
+    }
     let rejected = report.rejected;
+    // What was done so far, then why it stopped (if it did).
     report.print(format, args.dry_run)?;
+    outcome?;
     if rejected > 0 {
         bail!("{rejected} rejected (see above)");
     }
@@ -361,6 +605,8 @@ mod tests {
             .map(|p| p.strip_prefix(root).unwrap().display().to_string())
             .collect();
         assert_eq!(rel, ["a/x.yml", "b/y.json", "b/z.advisories.yaml"]);
+        std::fs::write(root.join("feed.zip"), "").unwrap();
+        assert_eq!(collect(&[root.join("feed.zip")]).unwrap().len(), 1);
         assert!(collect(&[root.join("a/README.md")]).is_err());
     }
 
@@ -380,5 +626,36 @@ mod tests {
         assert_eq!((r.created, r.unchanged, r.rejected, r.checked), (2, 1, 2, 1));
         assert_eq!(r.rejections.len(), 2);
         assert_eq!(r.results.len(), 4);
+    }
+}
+
+#[cfg(test)]
+mod routing {
+    use super::*;
+
+    #[test]
+    fn records_of_other_ecosystems_are_feed_records_kept_as_written() {
+        let json = r#"{"id": "PYSEC-2021-19", "modified": "2021-03-01T12:00:00Z",
+            "affected": [{"package": {"ecosystem": "PyPI", "name": "pillow"}}]}"#;
+        match parse("PYSEC-2021-19.json", json.to_owned()) {
+            Ok(Parsed::Record(t)) => assert_eq!(t, json, "byte for byte"),
+            _ => panic!("a PyPI record is a feed record"),
+        }
+        // PyPA keeps OSV as YAML; timestamps stay the text they were.
+        let yaml = "id: PYSEC-2023-1\nmodified: 2023-07-12T12:59:56.73368Z\npublished: '2023-01-01T00:00:00Z'\n\
+                    affected:\n- package:\n    ecosystem: PyPI\n    name: x\n  versions: ['1.0', '1.1']\n";
+        match parse("PYSEC-2023-1.yaml", yaml.to_owned()) {
+            Ok(Parsed::Record(t)) => {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                assert_eq!(v["modified"], "2023-07-12T12:59:56.73368Z");
+                assert_eq!(v["published"], "2023-01-01T00:00:00Z");
+                assert_eq!(v["affected"][0]["versions"], json!(["1.0", "1.1"]));
+            }
+            _ => panic!("an OSV YAML record is a feed record"),
+        }
+        let cga = r#"{"id": "CVE-2025-1", "modified": "2025-01-01T00:00:00Z",
+            "affected": [{"package": {"ecosystem": "Wolfi", "name": "x"}}]}"#;
+        assert!(matches!(parse("x.json", cga.to_owned()), Ok(Parsed::Document(..))));
+        assert!(parse("x.json", "[1]".into()).is_err());
     }
 }

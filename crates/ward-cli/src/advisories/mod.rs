@@ -59,7 +59,8 @@ pub enum AdvisoriesCommand {
     Events(write::EventsCommand),
     /// Review an event: approve it, reject it or request changes.
     Review(write::ReviewArgs),
-    /// Import advisory-schema YAML and OSV JSON files (or directories of them).
+    /// Import advisory-schema YAML, OSV records (JSON or YAML) and OSV archives
+    /// (zip), or directories of them.
     Import(import::ImportArgs),
     /// Export the advisories the feed publishes, as OSV documents.
     Export(export::ExportArgs),
@@ -127,11 +128,23 @@ pub async fn run(conn: &Connection, cmd: AdvisoriesCommand) -> anyhow::Result<()
             view::show(format, &list(&client, &q, limit).await?)
         }
         AdvisoriesCommand::Describe { advisory, resolved_at } => {
-            let adv = get(&client, &advisory).await?;
+            let mut adv = get(&client, &advisory).await?;
             let resolved = resolved_at.as_deref().map(|v| view::resolved_at(&adv, v)).transpose()?;
+            let flags = flags(&client, view::text(&adv, "uid")).await?;
             match format {
-                Format::Json => crate::output::json(&adv)?,
-                Format::Table => view::describe(&adv),
+                Format::Json => {
+                    // Only when there are some: the advisory as the API has it otherwise.
+                    if !flags.is_empty()
+                        && let Some(o) = adv.as_object_mut()
+                    {
+                        o.insert("flags".into(), Value::Array(flags));
+                    }
+                    crate::output::json(&adv)?;
+                }
+                Format::Table => {
+                    view::describe(&adv);
+                    view::describe_flags(&flags);
+                }
             }
             match (resolved_at, resolved) {
                 (Some(v), Some(true)) => {
@@ -207,6 +220,18 @@ async fn advisory_uid(client: &Client, arg: &str) -> anyhow::Result<String> {
             many.len()
         ),
     }
+}
+
+/// What imports kept on the advisory but flagged (v1 `AdvisoryFlag`s).
+async fn flags(client: &Client, uid: &str) -> anyhow::Result<Vec<Value>> {
+    let mut v: Value = client
+        .call::<(), _>(Method::GET, &format!("{V1}/{uid}/flags"), &[], None)
+        .await
+        .with_context(|| format!("the flags of advisory {uid}"))?;
+    Ok(match v.get_mut("flags").map(Value::take) {
+        Some(Value::Array(f)) => f,
+        _ => Vec::new(),
+    })
 }
 
 /// The advisory `arg` names, as v2 JSON.

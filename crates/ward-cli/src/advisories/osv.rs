@@ -29,9 +29,37 @@ fn push_new(list: &mut Vec<String>, v: &str) {
     }
 }
 
+/// Whether an OSV record describes Ward's own kind of advisory (an apk
+/// package of the Chainguard or Wolfi ecosystem, or a CGA id): those become
+/// advisories, with a review. Records of every other ecosystem are imported
+/// as feed records, kept as published.
+pub fn is_advisory(osv: &Value) -> bool {
+    if ids::is_cga(text(osv, "id")) {
+        return true;
+    }
+    let affected: &[Value] = osv
+        .get("affected")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    !affected.is_empty()
+        && affected.iter().all(|a| {
+            let eco = a.get("package").map_or("", |p| text(p, "ecosystem"));
+            let eco = eco.split(':').next().unwrap_or(eco);
+            eco.eq_ignore_ascii_case("chainguard") || eco.eq_ignore_ascii_case("wolfi")
+        })
+}
+
 /// The `ImportDocument` of one OSV file.
+#[cfg(test)]
 pub fn document(source: &str, raw: &str) -> Result<Value, Rejection> {
     let osv: Value = serde_json::from_str(raw).map_err(|e| Rejection::file(format!("not JSON: {e}")))?;
+    document_of(source, &osv)
+}
+
+/// The `ImportDocument` of one parsed OSV record.
+pub fn document_of(source: &str, osv: &Value) -> Result<Value, Rejection> {
+    let osv = osv.clone();
     if !osv.is_object() {
         return Err(Rejection::file("not an OSV document (a JSON object)".into()));
     }

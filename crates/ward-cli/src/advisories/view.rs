@@ -322,6 +322,22 @@ pub fn show_event(format: Format, event: &Value) -> anyhow::Result<()> {
 }
 
 /// `describe`: the advisory's fields, then its timeline.
+/// The flags an import left on the advisory, under the fields.
+pub fn describe_flags(flags: &[Value]) {
+    if flags.is_empty() {
+        return;
+    }
+    output::line("Flags:");
+    for f in flags {
+        output::line(&format!(
+            "  {} {}: {}",
+            text(f, "code"),
+            text(f, "field"),
+            text(f, "detail")
+        ));
+    }
+}
+
 pub fn describe(adv: &Value) {
     let severities: Vec<String> = adv
         .get("severities")

@@ -80,21 +80,28 @@ fn s(v: Option<String>) -> String {
     v.unwrap_or_default()
 }
 
-/// The `ImportDocument` of one advisory-schema file.
-pub fn document(source: &str, text: &str) -> Result<Value, Rejection> {
+/// The `ImportDocument` of one advisory-schema file, and the advisories in
+/// it that could not be read (the rest are imported: one bad advisory does
+/// not cost the file its others).
+pub fn document(source: &str, text: &str) -> Result<(Value, Vec<Rejection>), Rejection> {
     let file: SchemaFile =
         yaml_serde::from_str(text).map_err(|e| Rejection::file(format!("not an advisory-schema document: {e}")))?;
     let package = file.package.name;
     if package.trim().is_empty() {
         return Err(Rejection::file("package.name is empty".into()));
     }
-    let advisories = file
-        .advisories
-        .unwrap_or_default()
-        .into_iter()
-        .map(|a| advisory(&package, a))
-        .collect::<Result<Vec<Value>, Rejection>>()?;
-    Ok(json!({"source": source, "package": package, "advisories": advisories}))
+    let mut advisories = Vec::new();
+    let mut rejected = Vec::new();
+    for a in file.advisories.unwrap_or_default() {
+        match advisory(&package, a) {
+            Ok(v) => advisories.push(v),
+            Err(r) => rejected.push(r),
+        }
+    }
+    Ok((
+        json!({"source": source, "package": package, "advisories": advisories}),
+        rejected,
+    ))
 }
 
 /// One advisory: the artifact and component come from its first `scan/v1`
@@ -243,7 +250,8 @@ advisories:
 
     #[test]
     fn maps_onto_an_import_document() {
-        let doc = document("sample.advisories.yaml", DOC).unwrap();
+        let (doc, rejected) = document("sample.advisories.yaml", DOC).unwrap();
+        assert!(rejected.is_empty());
         assert_eq!(doc["package"], "sample");
         let a = &doc["advisories"][0];
         assert_eq!(a["artifactName"], "sample-tools");
@@ -271,15 +279,18 @@ advisories:
         let broken = document("x.yaml", "package: [unclosed").unwrap_err();
         assert!(broken.advisory_id.is_empty() && broken.reason.starts_with("not an advisory-schema document"));
         let unknown = DOC.replace("type: true-positive-determination", "type: exploded");
-        let r = document("x.yaml", &unknown).unwrap_err();
+        // One bad advisory is refused; the file's others are kept.
+        let (doc, rejected) = document("x.yaml", &unknown).unwrap();
+        let r = &rejected[0];
         assert_eq!(
             (r.advisory_id.as_str(), r.reason.as_str()),
             ("CGA-3g3j-8396-2m48", "unknown event type \"exploded\"")
         );
+        assert_eq!(doc["advisories"].as_array().map(Vec::len), Some(1));
         let fp = DOC.replace("inline-mitigations-exist", "it-just-is");
-        assert!(document("x.yaml", &fp).unwrap_err().reason.contains("it-just-is"));
+        assert!(document("x.yaml", &fp).unwrap().1[0].reason.contains("it-just-is"));
         let time = DOC.replace("2024-06-02T10:00:00Z", "last tuesday");
-        assert!(document("x.yaml", &time).unwrap_err().reason.contains("RFC 3339"));
+        assert!(document("x.yaml", &time).unwrap().1[0].reason.contains("RFC 3339"));
     }
 
     /// Every fixture the CLI tests import maps cleanly.
@@ -291,7 +302,8 @@ advisories:
             let path = entry.unwrap().path();
             if path.to_string_lossy().ends_with(".advisories.yaml") {
                 let text = std::fs::read_to_string(&path).unwrap();
-                let doc = document(&path.display().to_string(), &text).unwrap();
+                let (doc, rejected) = document(&path.display().to_string(), &text).unwrap();
+                assert!(rejected.is_empty(), "{}", path.display());
                 advisories += doc["advisories"].as_array().unwrap().len();
                 serde_json::from_value::<ward_proto::vulnerabilities::v1::ImportDocument>(doc).unwrap();
             }

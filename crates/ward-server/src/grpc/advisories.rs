@@ -135,6 +135,19 @@ impl v1::advisories_server::Advisories for Advisories {
         let c = caller(&self.0, &req).await?;
         reply(self.0.import_advisories(&c, req.into_inner()).await)
     }
+
+    async fn get_advisory_flags(
+        &self,
+        req: Request<v1::GetAdvisoryFlagsRequest>,
+    ) -> Result<Response<v1::AdvisoryFlags>, Status> {
+        let c = caller(&self.0, &req).await?;
+        reply(self.0.get_advisory_flags(&c, req.into_inner()).await)
+    }
+
+    async fn import_osv(&self, req: Request<v1::ImportOsvRequest>) -> Result<Response<v1::ImportResponse>, Status> {
+        let c = caller(&self.0, &req).await?;
+        reply(self.0.import_osv(&c, req.into_inner()).await)
+    }
 }
 
 /// The caller when the request carries a token; anonymous otherwise.

@@ -40,12 +40,13 @@ pub fn routes() -> Routes {
         post(create_advisory).get(list_advisories_v1),
     )
     .route("/vulnerabilities/v1/advisories:import", post(import))
+    .route("/vulnerabilities/v1/osv:import", post(import_osv))
     .route(
         "/vulnerabilities/v1/advisories/{*path}",
         put(update_advisory)
             .delete(delete_advisory)
             .post(create_event)
-            .get(list_events),
+            .get(events_or_flags),
     )
     .route("/vulnerabilities/v1/advisory_events/{*uid}", put(update_event))
     .route("/osv/{file}", get(osv))
@@ -97,6 +98,8 @@ pub fn endpoints() -> Vec<Endpoint> {
         v1!(DELETE, "/advisories/{id=**}", "", "Delete"),
         v1!(POST, "/advisories/{parent_id=**}/events", "*", "CreateAdvisoryEvent"),
         v1!(GET, "/advisories/{parent_id=**}/events", "", "ListAdvisoryEvents"),
+        v1!(GET, "/advisories/{id=**}/flags", "", "GetAdvisoryFlags"),
+        v1!(POST, "/osv:import", "*", "ImportOsv"),
         v1!(PUT, "/advisory_events/{id=**}", "*", "UpdateAdvisoryEvent"),
         feed!("v2beta1", "documents", "ListDocuments"),
         feed!("v2beta1", "metadata", "ListVulnerabilityMetadata"),
@@ -107,9 +110,10 @@ pub fn endpoints() -> Vec<Endpoint> {
             ..raw(
                 Method::GET,
                 "/osv/{file}".into(),
-                "An OSV document: `{file}` is `<CGA id>.json` (one advisory), `all.json` (a JSON array of \
-                 every document) or `all.zip` (`application/zip`, one `<id>.json` per document). No token \
-                 needed: anonymous callers get the public advisories; a token adds those it may list.",
+                "An OSV document: `{file}` is `<id>.json` (one advisory by CGA id, or an imported feed \
+                 record by its OSV id, as imported), `all.json` (a JSON array of every advisory's document) \
+                 or `all.zip` (`application/zip`, one `<id>.json` per document). No token needed: \
+                 anonymous callers get the public advisories; a token adds those it may list.",
             )
         }),
     ]);
@@ -308,13 +312,19 @@ async fn create_event(
 }
 
 /// `GET …/advisories/{uid}/events`.
-async fn list_events(
+/// `GET /vulnerabilities/v1/advisories/{id}/events` (ListAdvisoryEvents) and
+/// `…/{id}/flags` (GetAdvisoryFlags).
+async fn events_or_flags(
     State(w): State<Arc<Ward>>,
     Auth(c): Auth,
     Path(path): Path<String>,
     q: Params,
-) -> Reply<v1::AdvisoryEventList> {
+) -> std::result::Result<Response, ApiError> {
     q.finish()?;
+    if let Some(id) = path.strip_suffix("/flags") {
+        let req = v1::GetAdvisoryFlagsRequest { id: id.into() };
+        return Ok(Json(w.get_advisory_flags(&c, req).await?).into_response());
+    }
     let parent = path
         .strip_suffix("/events")
         .ok_or_else(|| Error::not_found("endpoint", format!("GET /vulnerabilities/v1/advisories/{path}")))?;
@@ -322,7 +332,8 @@ async fn list_events(
     Ok(Json(v1::AdvisoryEventList {
         parent_id: parent.into(),
         items: items.into_iter().map(tr::event_out).collect(),
-    }))
+    })
+    .into_response())
 }
 
 async fn update_event(
@@ -344,11 +355,31 @@ async fn update_event(
 /// server, and parsed off the async workers.
 async fn import(State(w): State<Arc<Ward>>, Auth(c): Auth, q: Params, req: Request) -> Reply<v1::ImportResponse> {
     q.finish()?;
-    w.may_import(&c)?;
+    let (body, _permit) = import_body::<v1::ImportRequest>(&w, &c, req, "ImportRequest").await?;
+    Ok(Json(w.import_advisories(&c, body).await?))
+}
+
+async fn import_osv(State(w): State<Arc<Ward>>, Auth(c): Auth, q: Params, req: Request) -> Reply<v1::ImportResponse> {
+    q.finish()?;
+    let (body, _permit) = import_body::<v1::ImportOsvRequest>(&w, &c, req, "ImportOsvRequest").await?;
+    Ok(Json(w.import_osv(&c, body).await?))
+}
+
+/// An import's body, read once the caller may import anywhere (so nobody
+/// else makes the server read megabytes), within [`MAX_IMPORT_BYTES`],
+/// parsed off the async workers, holding one of the [`IMPORTS_AT_ONCE`]
+/// slots (kept until the import is done).
+async fn import_body<'w, T: serde::de::DeserializeOwned + Send + 'static>(
+    w: &'w Ward,
+    c: &Caller,
+    req: Request,
+    name: &'static str,
+) -> std::result::Result<(T, tokio::sync::SemaphorePermit<'w>), ApiError> {
+    w.may_import(c)?;
     if let Some(ct) = req.headers().get(http::header::CONTENT_TYPE) {
         super::json_content_type(ct.to_str().unwrap_or(""))?;
     }
-    let _permit = w
+    let permit = w
         .import_permits
         .acquire()
         .await
@@ -356,10 +387,8 @@ async fn import(State(w): State<Arc<Ward>>, Auth(c): Auth, q: Params, req: Reque
     let bytes = axum::body::to_bytes(req.into_body(), MAX_IMPORT_BYTES)
         .await
         .map_err(|e| super::body_error_over(e, MAX_IMPORT_BYTES))?;
-    let body: v1::ImportRequest = tokio::task::spawn_blocking(move || {
-        let bad = |e: serde_json::Error| {
-            Error::invalid("body", format!("the request body does not match ImportRequest: {e}"))
-        };
+    let body: T = tokio::task::spawn_blocking(move || {
+        let bad = |e: serde_json::Error| Error::invalid("body", format!("the request body does not match {name}: {e}"));
         // An empty body is `{}`, and `null` a field's default, as everywhere.
         let mut v: serde_json::Value = if bytes.iter().all(u8::is_ascii_whitespace) {
             serde_json::json!({})
@@ -371,7 +400,7 @@ async fn import(State(w): State<Arc<Ward>>, Auth(c): Auth, q: Params, req: Reque
     })
     .await
     .map_err(Error::internal)??;
-    Ok(Json(w.import_advisories(&c, body).await?))
+    Ok((body, permit))
 }
 
 /// `/osv/<CGA id>.json`, `/osv/all.json`, `/osv/all.zip`.
@@ -415,7 +444,12 @@ async fn osv(
         }
         name => {
             let id = name.strip_suffix(".json").unwrap_or_default();
-            Ok(Json(w.osv_by_id(c.as_ref(), id).await?).into_response())
+            if ward_core::advisory::is_cga(id) {
+                return Ok(Json(w.osv_by_id(c.as_ref(), id).await?).into_response());
+            }
+            // A feed record, byte for byte as imported.
+            let body = w.feed_record(c.as_ref(), id).await?;
+            Ok(([(http::header::CONTENT_TYPE, "application/json")], body).into_response())
         }
     }
 }

@@ -9,9 +9,10 @@ use ward_core::{Error, Result};
 
 use super::{PostgresStore, lock};
 use crate::advisories::{
-    ADVISORY_TYPE, AdvisoryFields, AdvisoryRecord, AdvisoryStore, EVENT_TYPE, EVENT_USAGE_POSTGRES, EventRecord,
-    ImportItem, ImportOutcome, LATEST_APPROVED, Plan, advisory_exists, alias_list, event_reviewed, has_room, plan,
-    search_text, status_of, too_many_events,
+    ADVISORY_TYPE, APPROVED, APPROVED_AS_IMPORTED, AdvisoryFields, AdvisoryRecord, AdvisoryStore, EVENT_TYPE,
+    EVENT_USAGE_POSTGRES, EventRecord, FeedOutcome, FeedRecord, FlagRecord, ImportApproval, ImportItem, ImportOutcome,
+    LATEST_APPROVED, PENDING, Plan, StoredPrint, advisory_exists, alias_list, ecosystems_json, event_reviewed,
+    feed_plan, has_room, plan, search_text, status_of, too_many_events,
 };
 use crate::sql::{ADVISORY_COLUMNS, EVENT_COLUMNS};
 use crate::{GROUP_TYPE, db_err};
@@ -175,6 +176,59 @@ async fn lock_live(c: &mut PgConnection, uid: &str) -> Result<AdvisoryRecord> {
     }
 }
 
+async fn insert_flag(c: &mut PgConnection, advisory_uid: &str, f: &FlagRecord, now_ms: i64) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO advisory_flags (advisory_uid, code, field, detail, create_time) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+    )
+    .bind(advisory_uid)
+    .bind(&f.code)
+    .bind(&f.field)
+    .bind(&f.detail)
+    .bind(now_ms)
+    .execute(c)
+    .await
+    .map_err(|e| db_err("insert flag", e))?;
+    Ok(())
+}
+
+fn approval_flag(event_uid: &str, a: &ImportApproval) -> FlagRecord {
+    FlagRecord {
+        code: APPROVED_AS_IMPORTED.into(),
+        field: event_uid.into(),
+        detail: a.detail.clone(),
+    }
+}
+
+/// Indexes a feed record's packages and aliases.
+async fn feed_index(c: &mut PgConnection, parent: &str, r: &FeedRecord) -> Result<()> {
+    for (ecosystem, name) in &r.packages {
+        sqlx::query(
+            "INSERT INTO feed_record_packages (parent_uid, record_id, ecosystem, name) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(parent)
+        .bind(&r.id)
+        .bind(ecosystem)
+        .bind(name)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| db_err("index feed record", e))?;
+    }
+    for alias in &r.aliases {
+        sqlx::query(
+            "INSERT INTO feed_record_aliases (parent_uid, record_id, alias) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        )
+        .bind(parent)
+        .bind(&r.id)
+        .bind(alias)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| db_err("index feed record", e))?;
+    }
+    Ok(())
+}
+
 async fn import_one(
     c: &mut PgConnection,
     parent: &str,
@@ -198,12 +252,21 @@ async fn import_one(
         .await
         .map_err(|e| db_err("find advisory", e))?;
     }
-    let prints: Vec<String> = match &existing {
-        Some(a) => sqlx::query_scalar("SELECT fingerprint FROM advisory_events WHERE advisory_uid = $1")
-            .bind(&a.uid)
-            .fetch_all(&mut *c)
-            .await
-            .map_err(|e| db_err("event fingerprints", e))?,
+    let prints: Vec<StoredPrint> = match &existing {
+        Some(a) => sqlx::query_as::<_, (String, String, i64)>(
+            "SELECT fingerprint, uid, review_state FROM advisory_events WHERE advisory_uid = $1",
+        )
+        .bind(&a.uid)
+        .fetch_all(&mut *c)
+        .await
+        .map_err(|e| db_err("event fingerprints", e))?
+        .into_iter()
+        .map(|(fingerprint, uid, review_state)| StoredPrint {
+            fingerprint,
+            uid,
+            review_state,
+        })
+        .collect(),
         None => Vec::new(),
     };
     let id = existing
@@ -220,11 +283,22 @@ async fn import_one(
             }
             for e in &item.events {
                 insert_event(c, e).await?;
+                if let Some(a) = &item.approval {
+                    insert_flag(c, &r.uid, &approval_flag(&e.uid, a), now_ms).await?;
+                }
+            }
+            for f in &item.flags {
+                insert_flag(c, &r.uid, f, now_ms).await?;
             }
             refresh_status(c, &r.uid).await?;
             ImportOutcome::Created
         }
-        Plan::Update { uid, fields, events } => {
+        Plan::Update {
+            uid,
+            fields,
+            events,
+            approve,
+        } => {
             if !room_for(c, &uid, &events).await? {
                 return Ok((ImportOutcome::Rejected(too_many_events(&r.advisory_id).message()), id));
             }
@@ -238,12 +312,42 @@ async fn import_one(
                     ..e.clone()
                 };
                 insert_event(c, &e).await?;
+                if let Some(a) = &item.approval {
+                    insert_flag(c, &uid, &approval_flag(&e.uid, a), now_ms).await?;
+                }
+            }
+            if let Some(a) = &item.approval {
+                for event_uid in &approve {
+                    sqlx::query(
+                        "UPDATE advisory_events SET review_state = $1, reviewer = $2, update_time = $3 \
+                         WHERE uid = $4 AND review_state = $5",
+                    )
+                    .bind(APPROVED)
+                    .bind(&a.reviewer)
+                    .bind(now_ms)
+                    .bind(event_uid)
+                    .bind(PENDING)
+                    .execute(&mut *c)
+                    .await
+                    .map_err(|e| db_err("approve event", e))?;
+                    insert_flag(c, &uid, &approval_flag(event_uid, a), now_ms).await?;
+                }
+            }
+            for f in &item.flags {
+                insert_flag(c, &uid, f, now_ms).await?;
             }
             touch(c, &uid, now_ms).await?;
             refresh_status(c, &uid).await?;
             ImportOutcome::Updated
         }
-        Plan::Unchanged => ImportOutcome::Unchanged,
+        Plan::Unchanged => {
+            if let Some(a) = existing.as_ref() {
+                for f in &item.flags {
+                    insert_flag(c, &a.uid, f, now_ms).await?;
+                }
+            }
+            ImportOutcome::Unchanged
+        }
         Plan::Reject(why) => ImportOutcome::Rejected(why),
     };
     Ok((outcome, id))
@@ -412,5 +516,121 @@ impl AdvisoryStore for PostgresStore {
         }
         tx.commit().await.map_err(|e| db_err("commit", e))?;
         Ok(out)
+    }
+
+    async fn advisory_flags(&self, advisory_uid: &str) -> Result<Vec<FlagRecord>> {
+        sqlx::query_as("SELECT code, field, detail FROM advisory_flags WHERE advisory_uid = $1 ORDER BY code, field")
+            .bind(advisory_uid)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| db_err("advisory flags", e))
+    }
+
+    async fn import_feed_records(
+        &self,
+        parent_uid: &str,
+        records: &[FeedRecord],
+        now_ms: i64,
+    ) -> Result<Vec<FeedOutcome>> {
+        let mut tx = self.begin().await?;
+        if !lock(&mut tx, "groups", parent_uid, "FOR SHARE").await? {
+            return Err(Error::not_found(GROUP_TYPE, parent_uid));
+        }
+        let mut out = Vec::with_capacity(records.len());
+        for r in records {
+            let stored: Option<(i64, String)> = sqlx::query_as(
+                "SELECT modified, digest FROM feed_records WHERE parent_uid = $1 AND id = $2 FOR UPDATE",
+            )
+            .bind(parent_uid)
+            .bind(&r.id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| db_err("find feed record", e))?;
+            let outcome = feed_plan(stored.as_ref().map(|(m, d)| (*m, d.as_str())), r);
+            let aliases = serde_json::to_string(&r.aliases).unwrap_or_default();
+            match outcome {
+                FeedOutcome::Unchanged => {}
+                FeedOutcome::Created => {
+                    // ON CONFLICT: another replica's import of the same record
+                    // committed meanwhile; this one then replaces it.
+                    sqlx::query(
+                        "INSERT INTO feed_records (parent_uid, id, modified, withdrawn, aliases, ecosystems, body, \
+                         digest, create_time, update_time) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) \
+                         ON CONFLICT (parent_uid, id) DO UPDATE SET modified = EXCLUDED.modified, \
+                         withdrawn = EXCLUDED.withdrawn, aliases = EXCLUDED.aliases, ecosystems = EXCLUDED.ecosystems, \
+                         body = EXCLUDED.body, digest = EXCLUDED.digest, update_time = EXCLUDED.update_time",
+                    )
+                    .bind(parent_uid)
+                    .bind(&r.id)
+                    .bind(r.modified)
+                    .bind(r.withdrawn)
+                    .bind(&aliases)
+                    .bind(ecosystems_json(&r.packages))
+                    .bind(&r.body)
+                    .bind(&r.digest)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| db_err("insert feed record", e))?;
+                    feed_index(&mut tx, parent_uid, r).await?;
+                }
+                FeedOutcome::Updated | FeedOutcome::Withdrawn => {
+                    sqlx::query(
+                        "UPDATE feed_records SET modified = $3, withdrawn = $4, aliases = $5, ecosystems = $6, \
+                         body = $7, digest = $8, update_time = $9 WHERE parent_uid = $1 AND id = $2",
+                    )
+                    .bind(parent_uid)
+                    .bind(&r.id)
+                    .bind(r.modified)
+                    .bind(r.withdrawn)
+                    .bind(&aliases)
+                    .bind(ecosystems_json(&r.packages))
+                    .bind(&r.body)
+                    .bind(&r.digest)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| db_err("update feed record", e))?;
+                    for table in ["feed_record_packages", "feed_record_aliases"] {
+                        sqlx::query(&format!("DELETE FROM {table} WHERE parent_uid = $1 AND record_id = $2"))
+                            .bind(parent_uid)
+                            .bind(&r.id)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(|e| db_err("reindex feed record", e))?;
+                    }
+                    feed_index(&mut tx, parent_uid, r).await?;
+                }
+            }
+            out.push(outcome);
+        }
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        Ok(out)
+    }
+
+    async fn feed_records_by_id(&self, id: &str) -> Result<Vec<FeedRecord>> {
+        let rows: Vec<(String, String, i64, Option<i64>, String, String, String)> = sqlx::query_as(
+            "SELECT parent_uid, id, modified, withdrawn, aliases, body, digest FROM feed_records \
+             WHERE id = $1 ORDER BY parent_uid",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("feed records by id", e))?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(parent_uid, id, modified, withdrawn, aliases, body, digest)| FeedRecord {
+                    parent_uid,
+                    id,
+                    modified,
+                    withdrawn,
+                    aliases: alias_list(&aliases),
+                    packages: Vec::new(),
+                    body,
+                    digest,
+                },
+            )
+            .collect())
     }
 }

@@ -9,9 +9,10 @@ use ward_core::{Error, Result};
 use super::{SqliteStore, exists};
 use crate::GROUP_TYPE;
 use crate::advisories::{
-    ADVISORY_TYPE, AdvisoryFields, AdvisoryRecord, AdvisoryStore, EVENT_TYPE, EVENT_USAGE_SQLITE, EventRecord,
-    ImportItem, ImportOutcome, LATEST_APPROVED, Plan, advisory_exists, alias_list, event_reviewed, has_room, plan,
-    search_text, status_of, too_many_events,
+    ADVISORY_TYPE, APPROVED, APPROVED_AS_IMPORTED, AdvisoryFields, AdvisoryRecord, AdvisoryStore, EVENT_TYPE,
+    EVENT_USAGE_SQLITE, EventRecord, FeedOutcome, FeedRecord, FlagRecord, ImportApproval, ImportItem, ImportOutcome,
+    LATEST_APPROVED, PENDING, Plan, StoredPrint, advisory_exists, alias_list, ecosystems_json, event_reviewed,
+    feed_plan, has_room, plan, search_text, status_of, too_many_events,
 };
 use crate::sql::{ADVISORY_COLUMNS, EVENT_COLUMNS};
 
@@ -194,10 +195,49 @@ fn room_for(c: &Connection, uid: &str, adding: &[&EventRecord]) -> rusqlite::Res
     Ok(has_room(count, bytes, adding))
 }
 
-fn fingerprints(c: &Connection, uid: &str) -> rusqlite::Result<Vec<String>> {
-    c.prepare_cached("SELECT fingerprint FROM advisory_events WHERE advisory_uid = ?1")?
-        .query_map([uid], |r| r.get(0))?
+fn fingerprints(c: &Connection, uid: &str) -> rusqlite::Result<Vec<StoredPrint>> {
+    c.prepare_cached("SELECT fingerprint, uid, review_state FROM advisory_events WHERE advisory_uid = ?1")?
+        .query_map([uid], |r| {
+            Ok(StoredPrint {
+                fingerprint: r.get(0)?,
+                uid: r.get(1)?,
+                review_state: r.get(2)?,
+            })
+        })?
         .collect()
+}
+
+fn insert_flag(c: &Connection, advisory_uid: &str, f: &FlagRecord, now_ms: i64) -> rusqlite::Result<()> {
+    c.prepare_cached(
+        "INSERT OR IGNORE INTO advisory_flags (advisory_uid, code, field, detail, create_time) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![advisory_uid, f.code, f.field, f.detail, now_ms])?;
+    Ok(())
+}
+
+/// Approves a stored event as imported, with its flag.
+fn approve_as_imported(
+    c: &Connection,
+    advisory_uid: &str,
+    event_uid: &str,
+    a: &ImportApproval,
+    now_ms: i64,
+) -> rusqlite::Result<()> {
+    c.prepare_cached(
+        "UPDATE advisory_events SET review_state = ?1, reviewer = ?2, update_time = ?3 \
+         WHERE uid = ?4 AND review_state = ?5",
+    )?
+    .execute(params![APPROVED, a.reviewer, now_ms, event_uid, PENDING])?;
+    insert_flag(c, advisory_uid, &approval_flag(event_uid, a), now_ms)
+}
+
+fn approval_flag(event_uid: &str, a: &ImportApproval) -> FlagRecord {
+    FlagRecord {
+        code: APPROVED_AS_IMPORTED.into(),
+        field: event_uid.into(),
+        detail: a.detail.clone(),
+    }
 }
 
 fn is_unique_violation(e: &rusqlite::Error) -> bool {
@@ -242,11 +282,22 @@ fn import_one(
             insert_advisory(c, r)?;
             for e in &item.events {
                 insert_event(c, e)?;
+                if let Some(a) = &item.approval {
+                    insert_flag(c, &r.uid, &approval_flag(&e.uid, a), now_ms)?;
+                }
+            }
+            for f in &item.flags {
+                insert_flag(c, &r.uid, f, now_ms)?;
             }
             refresh_status(c, &r.uid)?;
             ImportOutcome::Created
         }
-        Plan::Update { uid, fields, events } => {
+        Plan::Update {
+            uid,
+            fields,
+            events,
+            approve,
+        } => {
             if !room_for(c, &uid, &events)? {
                 return Ok((ImportOutcome::Rejected(too_many_events(&r.advisory_id).message()), id));
             }
@@ -260,12 +311,30 @@ fn import_one(
                     ..e.clone()
                 };
                 insert_event(c, &e)?;
+                if let Some(a) = &item.approval {
+                    insert_flag(c, &uid, &approval_flag(&e.uid, a), now_ms)?;
+                }
+            }
+            if let Some(a) = &item.approval {
+                for event_uid in &approve {
+                    approve_as_imported(c, &uid, event_uid, a, now_ms)?;
+                }
+            }
+            for f in &item.flags {
+                insert_flag(c, &uid, f, now_ms)?;
             }
             touch(c, &uid, now_ms)?;
             refresh_status(c, &uid)?;
             ImportOutcome::Updated
         }
-        Plan::Unchanged => ImportOutcome::Unchanged,
+        Plan::Unchanged => {
+            if let Some(a) = existing.as_ref() {
+                for f in &item.flags {
+                    insert_flag(c, &a.uid, f, now_ms)?;
+                }
+            }
+            ImportOutcome::Unchanged
+        }
         Plan::Reject(why) => ImportOutcome::Rejected(why),
     };
     Ok((outcome, id))
@@ -465,4 +534,140 @@ impl AdvisoryStore for SqliteStore {
         })
         .await?
     }
+
+    async fn advisory_flags(&self, advisory_uid: &str) -> Result<Vec<FlagRecord>> {
+        let uid = advisory_uid.to_owned();
+        self.read("advisory flags", move |c| {
+            c.prepare_cached(
+                "SELECT code, field, detail FROM advisory_flags WHERE advisory_uid = ?1 ORDER BY code, field",
+            )?
+            .query_map([uid.as_str()], |r| {
+                Ok(FlagRecord {
+                    code: r.get(0)?,
+                    field: r.get(1)?,
+                    detail: r.get(2)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .await
+    }
+
+    async fn import_feed_records(
+        &self,
+        parent_uid: &str,
+        records: &[FeedRecord],
+        now_ms: i64,
+    ) -> Result<Vec<FeedOutcome>> {
+        let (parent, records) = (parent_uid.to_owned(), records.to_vec());
+        self.write("import feed records", move |c| {
+            let tx = c.savepoint()?;
+            if !exists(&tx, "groups", &parent)? {
+                return Ok(Err(Error::not_found(GROUP_TYPE, parent.clone())));
+            }
+            let mut out = Vec::with_capacity(records.len());
+            for r in &records {
+                let stored: Option<(i64, String)> = tx
+                    .prepare_cached("SELECT modified, digest FROM feed_records WHERE parent_uid = ?1 AND id = ?2")?
+                    .query_row([parent.as_str(), r.id.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()?;
+                let outcome = feed_plan(stored.as_ref().map(|(m, d)| (*m, d.as_str())), r);
+                match outcome {
+                    FeedOutcome::Unchanged => {}
+                    FeedOutcome::Created => {
+                        tx.prepare_cached(
+                            "INSERT INTO feed_records (parent_uid, id, modified, withdrawn, aliases, ecosystems, \
+                             body, digest, create_time, update_time) \
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+                        )?
+                        .execute(params![
+                            parent,
+                            r.id,
+                            r.modified,
+                            r.withdrawn,
+                            serde_json::to_string(&r.aliases).unwrap_or_default(),
+                            ecosystems_json(&r.packages),
+                            r.body,
+                            r.digest,
+                            now_ms
+                        ])?;
+                        feed_index(&tx, &parent, r)?;
+                    }
+                    FeedOutcome::Updated | FeedOutcome::Withdrawn => {
+                        tx.prepare_cached(
+                            "UPDATE feed_records SET modified = ?3, withdrawn = ?4, aliases = ?5, ecosystems = ?6, \
+                             body = ?7, digest = ?8, update_time = ?9 WHERE parent_uid = ?1 AND id = ?2",
+                        )?
+                        .execute(params![
+                            parent,
+                            r.id,
+                            r.modified,
+                            r.withdrawn,
+                            serde_json::to_string(&r.aliases).unwrap_or_default(),
+                            ecosystems_json(&r.packages),
+                            r.body,
+                            r.digest,
+                            now_ms
+                        ])?;
+                        for table in ["feed_record_packages", "feed_record_aliases"] {
+                            tx.prepare_cached(&format!(
+                                "DELETE FROM {table} WHERE parent_uid = ?1 AND record_id = ?2"
+                            ))?
+                            .execute([parent.as_str(), r.id.as_str()])?;
+                        }
+                        feed_index(&tx, &parent, r)?;
+                    }
+                }
+                out.push(outcome);
+            }
+            tx.commit()?;
+            Ok(Ok(out))
+        })
+        .await?
+    }
+
+    async fn feed_records_by_id(&self, id: &str) -> Result<Vec<FeedRecord>> {
+        let id = id.to_owned();
+        self.read("feed records by id", move |c| {
+            let mut out = Vec::new();
+            let mut st = c.prepare_cached(
+                "SELECT parent_uid, id, modified, withdrawn, aliases, body, digest FROM feed_records \
+                 WHERE id = ?1 ORDER BY parent_uid",
+            )?;
+            let rows = st.query_map([id.as_str()], |r| {
+                Ok(FeedRecord {
+                    parent_uid: r.get(0)?,
+                    id: r.get(1)?,
+                    modified: r.get(2)?,
+                    withdrawn: r.get(3)?,
+                    aliases: alias_list(&r.get::<_, String>(4)?),
+                    packages: Vec::new(),
+                    body: r.get(5)?,
+                    digest: r.get(6)?,
+                })
+            })?;
+            for r in rows {
+                out.push(r?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+/// Indexes a feed record's packages and aliases.
+fn feed_index(c: &Connection, parent: &str, r: &FeedRecord) -> rusqlite::Result<()> {
+    let mut st = c.prepare_cached(
+        "INSERT OR IGNORE INTO feed_record_packages (parent_uid, record_id, ecosystem, name) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for (ecosystem, name) in &r.packages {
+        st.execute(params![parent, r.id, ecosystem, name])?;
+    }
+    let mut st = c.prepare_cached(
+        "INSERT OR IGNORE INTO feed_record_aliases (parent_uid, record_id, alias) VALUES (?1, ?2, ?3)",
+    )?;
+    for alias in &r.aliases {
+        st.execute(params![parent, r.id, alias])?;
+    }
+    Ok(())
 }

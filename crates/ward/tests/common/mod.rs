@@ -400,6 +400,44 @@ pub fn cga(v: &Value) -> String {
         .to_owned()
 }
 
+/// What one run of the `ward` CLI did.
+#[derive(Debug)]
+pub struct CliRun {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CliRun {
+    /// Its stdout, once it succeeded.
+    pub fn ok(&self, what: &str) -> &str {
+        assert!(self.status.success(), "`{what}` failed: {self:#?}");
+        &self.stdout
+    }
+
+    /// Its stdout as JSON, once it succeeded.
+    pub fn json(&self, what: &str) -> Value {
+        let out = self.ok(what);
+        serde_json::from_str(out).unwrap_or_else(|e| panic!("`{what}` printed non-JSON ({e}): {out}"))
+    }
+
+    /// Its stderr, once it failed.
+    pub fn failed(&self, what: &str) -> &str {
+        assert!(!self.status.success(), "`{what}` should have failed: {self:#?}");
+        &self.stderr
+    }
+}
+
+/// `ward <args>` against `s` with `token`, as a [`CliRun`].
+pub async fn ward_run(s: &TestServer, token: &str, args: &[&str]) -> CliRun {
+    let out = ward_cli(s, token, args).await;
+    CliRun {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 /// Runs the `ward` CLI against `s` with `token`, isolated from the test's
 /// environment: exit status, stdout, stderr.
 pub async fn ward_cli(s: &TestServer, token: &str, args: &[&str]) -> std::process::Output {

@@ -4,6 +4,12 @@
 //! legacy id in the group); its fields are replaced when they differ and
 //! events it does not hold yet (by time, type and content) are added as
 //! PENDING. Nothing is removed: an event history only grows.
+//!
+//! An import keeps what is valid (`lenient`): a value Ward cannot use is
+//! kept as written and flagged, an over-long text is shortened and flagged;
+//! only what is unsafe or unusable as a whole is refused. An import
+//! `reviewed_upstream` (the caller also holds `advisories.approve` there)
+//! records its events as approved as imported.
 
 use ward_core::rpc;
 use ward_core::uidp::Uidp;
@@ -11,9 +17,9 @@ use ward_core::{Error, Result};
 use ward_proto::vulnerabilities::v1::{
     ImportDocument, ImportRequest, ImportResponse, ImportResult, import_result::Outcome,
 };
-use ward_store::advisories::{ImportItem, ImportOutcome};
+use ward_store::advisories::{ImportApproval, ImportItem, ImportOutcome};
 
-use super::{MAX_NAME, v1};
+use super::{MAX_NAME, lenient, v1};
 use crate::authz::Caller;
 use crate::ward::Ward;
 
@@ -22,17 +28,36 @@ pub const MAX_DOCUMENTS: usize = 2000;
 /// Most advisories one document may carry.
 pub const MAX_PER_DOCUMENT: usize = 5000;
 
-fn result(source: &str, advisory_id: &str, outcome: Outcome, reason: String) -> ImportResult {
+pub(crate) fn result(source: &str, advisory_id: &str, outcome: Outcome, reason: String) -> ImportResult {
     ImportResult {
         source: source.to_owned(),
         advisory_id: advisory_id.to_owned(),
         outcome: outcome as i32,
         reason,
+        warnings: Vec::new(),
+    }
+}
+
+/// Adds up the outcomes of `resp.results` into its counts.
+pub(crate) fn count(resp: &mut ImportResponse) {
+    for r in &resp.results {
+        match Outcome::try_from(r.outcome).unwrap_or_default() {
+            Outcome::Created => resp.created += 1,
+            Outcome::Updated => resp.updated += 1,
+            Outcome::Unchanged => resp.unchanged += 1,
+            Outcome::Rejected => resp.rejected += 1,
+            Outcome::Withdrawn => resp.withdrawn += 1,
+            // A dry run's checked advisory.
+            Outcome::Unspecified => {}
+        }
+        if !r.warnings.is_empty() {
+            resp.flagged += 1;
+        }
     }
 }
 
 /// A rejection's reason: the violations of an InvalidArgument, else the message.
-fn reason(e: &Error) -> String {
+pub(crate) fn reason(e: &Error) -> String {
     match e {
         Error::InvalidArgument(v) => v
             .iter()
@@ -62,6 +87,21 @@ impl Ward {
         let parent = Uidp::parse("parent_id", &req.parent_id)?;
         self.authorize(caller, &rpc::IMPORT_ADVISORIES, &parent)?;
         self.authorize(caller, &rpc::IMPORT_ADVISORIES_UPDATE, &parent)?;
+        let approval = if req.reviewed_upstream {
+            self.authorize(caller, &rpc::IMPORT_REVIEWED_UPSTREAM, &parent)?;
+            let when = chrono::DateTime::from_timestamp_millis(self.clock.now_millis())
+                .unwrap_or_default()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            Some(ImportApproval {
+                reviewer: caller.subject.clone(),
+                detail: format!(
+                    "approved as imported by {} at {when}: reviewed upstream, not in Ward",
+                    caller.subject
+                ),
+            })
+        } else {
+            None
+        };
         if req.documents.len() > MAX_DOCUMENTS {
             return Err(Error::invalid(
                 "documents",
@@ -70,19 +110,10 @@ impl Ward {
         }
         let mut resp = ImportResponse::default();
         for doc in req.documents {
-            self.import_document(caller, &parent, doc, req.dry_run, &mut resp)
+            self.import_document(caller, &parent, doc, req.dry_run, approval.as_ref(), &mut resp)
                 .await?;
         }
-        for r in &resp.results {
-            match Outcome::try_from(r.outcome).unwrap_or_default() {
-                Outcome::Created => resp.created += 1,
-                Outcome::Updated => resp.updated += 1,
-                Outcome::Unchanged => resp.unchanged += 1,
-                Outcome::Rejected => resp.rejected += 1,
-                // A dry run's checked advisory.
-                Outcome::Unspecified => {}
-            }
-        }
+        count(&mut resp);
         Ok(resp)
     }
 
@@ -92,6 +123,7 @@ impl Ward {
         parent: &Uidp,
         doc: ImportDocument,
         dry_run: bool,
+        approval: Option<&ImportApproval>,
         resp: &mut ImportResponse,
     ) -> Result<()> {
         let source: String = doc.source.chars().take(1024).collect();
@@ -118,7 +150,9 @@ impl Ward {
         let mut seen = std::collections::HashSet::new();
         for a in doc.advisories {
             let shown: String = a.advisory_id.chars().take(64).collect();
-            let checked = v1::advisory_in(a).and_then(|a| {
+            let mut flags = Vec::new();
+            let checked = v1::advisory_in(a).and_then(|mut a| {
+                flags = lenient::keep_what_is_valid(&mut a, "");
                 let origin = if doc.package.is_empty() {
                     a.artifact_name.clone()
                 } else {
@@ -140,15 +174,23 @@ impl Ward {
                     return Err(Error::invalid("advisory_id", "the document names this advisory twice"));
                 }
                 let id = a.advisory_id.clone();
-                self.new_advisory(caller, parent, &a, &origin, id, "")
+                self.new_advisory(caller, parent, &a, &origin, id, "", true)
             });
             match checked {
-                Ok((record, events)) => {
-                    ids.push(shown);
+                Ok((record, mut events)) => {
+                    if let Some(a) = approval {
+                        for e in &mut events {
+                            e.review_state = ward_store::advisories::APPROVED;
+                            e.reviewer = a.reviewer.clone();
+                        }
+                    }
+                    ids.push((shown, flags.iter().map(lenient::describe).collect::<Vec<_>>()));
                     items.push(ImportItem {
                         record,
                         events,
                         by_legacy_id: false,
+                        flags,
+                        approval: approval.cloned(),
                     });
                 }
                 Err(e) => resp
@@ -165,9 +207,11 @@ impl Ward {
             }
         }
         if dry_run || items.is_empty() {
-            for id in ids {
-                resp.results
-                    .push(result(&source, &id, Outcome::Unspecified, String::new()));
+            for (id, warnings) in ids {
+                resp.results.push(ImportResult {
+                    warnings,
+                    ..result(&source, &id, Outcome::Unspecified, String::new())
+                });
             }
             return Ok(());
         }
@@ -175,14 +219,21 @@ impl Ward {
             .store
             .import_advisories(parent.as_str(), &items, self.clock.now_millis())
             .await?;
-        for (o, id) in outcomes {
+        for ((o, id), (_, warnings)) in outcomes.into_iter().zip(ids) {
             let id = id.as_str();
-            resp.results.push(match o {
+            let r = match o {
                 ImportOutcome::Created => result(&source, id, Outcome::Created, String::new()),
                 ImportOutcome::Updated => result(&source, id, Outcome::Updated, String::new()),
                 ImportOutcome::Unchanged => result(&source, id, Outcome::Unchanged, String::new()),
                 ImportOutcome::Rejected(why) => result(&source, id, Outcome::Rejected, why),
-            });
+            };
+            // A refused advisory kept nothing to warn about.
+            let warnings = if r.outcome == Outcome::Rejected as i32 {
+                Vec::new()
+            } else {
+                warnings
+            };
+            resp.results.push(ImportResult { warnings, ..r });
         }
         Ok(())
     }

@@ -6,7 +6,9 @@
 //! *approved* event; it is published as OSV (`osv`) and as the public
 //! advisory feed.
 
+pub mod feeds;
 pub mod import;
+pub mod lenient;
 pub mod osv;
 pub mod read;
 pub mod v1;
@@ -28,6 +30,10 @@ pub const MAX_FUTURE_MS: i64 = 2 * 60 * 60 * 1000;
 pub const MAX_EVENTS: usize = 1000;
 /// Longest note, name or other free text in an advisory, in bytes.
 pub const MAX_TEXT: usize = 4096;
+/// Longest component location (an advisory's, or a scan's): scanners list
+/// every path a component was found at, and real advisories exceed
+/// [`MAX_TEXT`] (the Wolfi corpus: up to about 10 KiB).
+pub const MAX_LOCATION: usize = 64 * 1024;
 /// Longest identifier-like field (artifact, component, type, architecture).
 pub const MAX_NAME: usize = 512;
 /// Largest `findings` payload of one event.
@@ -175,7 +181,13 @@ pub(crate) fn check_fields(a: &Advisory, prefix: &str, bad: &mut Vec<FieldViolat
         false,
     );
     check_text(bad, &f("component_name"), &a.component_name, MAX_NAME, false);
-    check_text(bad, &f("component_location"), &a.component_location, MAX_TEXT, false);
+    check_text(
+        bad,
+        &f("component_location"),
+        &a.component_location,
+        MAX_LOCATION,
+        false,
+    );
     check_text(bad, &f("component_type"), &a.component_type, MAX_NAME, false);
     if !a.advisory_id.is_empty() && !is_cga(&a.advisory_id) {
         violation(
@@ -199,8 +211,10 @@ pub(crate) fn check_fields(a: &Advisory, prefix: &str, bad: &mut Vec<FieldViolat
     }
 }
 
-/// Checks one event as written by a client; `now_ms` bounds its time.
-pub(crate) fn check_event(e: &AdvisoryEvent, field: &str, now_ms: i64, bad: &mut Vec<FieldViolation>) {
+/// Checks one event as written by a client; `now_ms` bounds its time. An
+/// `imported` event may carry versions that do not order (kept as written,
+/// flagged by [`lenient`], deciding nothing); they must still be safe text.
+pub(crate) fn check_event(e: &AdvisoryEvent, field: &str, now_ms: i64, imported: bool, bad: &mut Vec<FieldViolation>) {
     use advisory_event::Type as T;
     match &e.create_time {
         None => violation(bad, format!("{field}.timestamp"), "the event's timestamp is required"),
@@ -250,7 +264,6 @@ pub(crate) fn check_event(e: &AdvisoryEvent, field: &str, now_ms: i64, bad: &mut
                         ("component", &s.component),
                         ("component_version", &s.component_version),
                         ("component_type", &s.component_type),
-                        ("component_location", &s.component_location),
                         ("artifact_version", &s.artifact_version),
                         ("scanner_version", &s.scanner_version),
                         ("grype_db_built", &s.grype_db_built),
@@ -258,6 +271,13 @@ pub(crate) fn check_event(e: &AdvisoryEvent, field: &str, now_ms: i64, bad: &mut
                     ] {
                         check_text(bad, &format!("{field}.detection.scanv1.{name}"), v, MAX_TEXT, false);
                     }
+                    check_text(
+                        bad,
+                        &format!("{field}.detection.scanv1.component_location"),
+                        &s.component_location,
+                        MAX_LOCATION,
+                        false,
+                    );
                 }
                 Some(D::Nvdapi(n)) => {
                     check_text(
@@ -279,7 +299,15 @@ pub(crate) fn check_event(e: &AdvisoryEvent, field: &str, now_ms: i64, bad: &mut
             }
         }
         Some(T::Fixed(x)) => {
-            if let Err(Error::InvalidArgument(v)) = ward_core::apk::parse(&x.fixed_version) {
+            if imported && lenient::unorderable(&x.fixed_version) {
+                check_text(
+                    bad,
+                    &format!("{field}.fixed.fixed_version"),
+                    &x.fixed_version,
+                    MAX_NAME,
+                    true,
+                );
+            } else if let Err(Error::InvalidArgument(v)) = ward_core::apk::parse(&x.fixed_version) {
                 for mut v in v {
                     v.field = format!("{field}.fixed.fixed_version");
                     bad.push(v);
@@ -313,7 +341,15 @@ pub(crate) fn check_event(e: &AdvisoryEvent, field: &str, now_ms: i64, bad: &mut
                 );
             }
             for (i, v) in x.patched_versions.iter().take(MAX_LIST).enumerate() {
-                if !ward_core::apk::is_valid(v) {
+                if imported && lenient::unorderable(v) {
+                    check_text(
+                        bad,
+                        &format!("{field}.patched.patched_versions[{i}]"),
+                        v,
+                        MAX_NAME,
+                        true,
+                    );
+                } else if !ward_core::apk::is_valid(v) {
                     violation(
                         bad,
                         format!("{field}.patched.patched_versions[{i}]"),

@@ -93,7 +93,7 @@ fn osv_severity(s: &ward_proto::vulnerabilities::v2::Severity) -> Option<Value> 
 impl Ward {
     /// Where `caller` (None: anonymous) may read published advisories; `None`
     /// means everywhere.
-    fn feed_scopes(&self, caller: Option<&Caller>) -> Option<Vec<Uidp>> {
+    pub(crate) fn feed_scopes(&self, caller: Option<&Caller>) -> Option<Vec<Uidp>> {
         let mut scopes = self.public_advisories.clone();
         if let Some(c) = caller {
             scopes.extend(self.visible_scopes(c, ward_core::rpc::LIST_ADVISORIES.capability)?);
@@ -114,7 +114,11 @@ impl Ward {
         }
         let mut range_events = vec![json!({"introduced": "0"})];
         let fixed = match latest.r#type.as_ref()? {
-            advisory_event::Type::Fixed(f) => Some(f.fixed_version.clone()),
+            // A fix that does not order (kept by an import, flagged) decides
+            // nothing: no `fixed` bound, so every version stays affected.
+            advisory_event::Type::Fixed(f) if ward_core::apk::is_valid(&f.fixed_version) => {
+                Some(f.fixed_version.clone())
+            }
             advisory_event::Type::Patched(p) => p
                 .patched_versions
                 .iter()

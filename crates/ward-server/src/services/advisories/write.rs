@@ -51,6 +51,7 @@ impl Ward {
         origin: &str,
         advisory_id: String,
         prefix: &str,
+        imported: bool,
     ) -> Result<(AdvisoryRecord, Vec<EventRecord>)> {
         let now = self.clock.now_millis();
         let mut bad = Vec::new();
@@ -67,7 +68,7 @@ impl Ward {
             });
         } else {
             for (i, e) in a.events.iter().enumerate() {
-                check_event(e, &format!("{prefix}events[{i}]"), now, &mut bad);
+                check_event(e, &format!("{prefix}events[{i}]"), now, imported, &mut bad);
             }
         }
         if !bad.is_empty() {
@@ -113,7 +114,7 @@ impl Ward {
         let mut attempts = 0;
         loop {
             let id = if generated { fresh_cga() } else { a.advisory_id.clone() };
-            let (record, events) = self.new_advisory(caller, &parent, &a, &a.artifact_name, id, "advisory.")?;
+            let (record, events) = self.new_advisory(caller, &parent, &a, &a.artifact_name, id, "advisory.", false)?;
             match self.store.create_advisory(&record, &events).await {
                 Err(Error::AlreadyExists { .. }) if generated && attempts < 3 => attempts += 1,
                 Err(e) => return Err(e),
@@ -182,7 +183,7 @@ impl Ward {
         self.authorize(caller, &rpc::CREATE_ADVISORY_EVENT, &parent)?;
         let now = self.clock.now_millis();
         let mut bad = Vec::new();
-        check_event(&e, "advisory_event", now, &mut bad);
+        check_event(&e, "advisory_event", now, false, &mut bad);
         if !bad.is_empty() {
             return Err(Error::InvalidArgument(bad));
         }
@@ -278,7 +279,7 @@ impl Ward {
                         ));
                     }
                     let mut bad = Vec::new();
-                    check_event(&content, "advisory_event", now, &mut bad);
+                    check_event(&content, "advisory_event", now, false, &mut bad);
                     if !bad.is_empty() {
                         return Err(Error::InvalidArgument(bad));
                     }

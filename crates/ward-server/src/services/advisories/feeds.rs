@@ -1,0 +1,325 @@
+//! Advisory feeds: OSV records of any ecosystem (PyPI, npm, Go, …) imported
+//! as their publishers wrote them. A record is kept byte for byte, one per
+//! (group, id); a version with a later `modified` replaces it, one with
+//! `withdrawn` withdraws it, and an older or identical one changes nothing,
+//! so re-importing a feed is idempotent. Feed records are data about public
+//! packages: the importing organization reads them (and anonymous readers
+//! where `--public-advisories` makes the group public), at `/osv/<id>.json`.
+//! They are not Ward advisories: they carry no review and are not in the
+//! `/osv/all.*` exports of Ward's own advisories.
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+use ward_core::rpc;
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+use ward_proto::vulnerabilities::v1::{
+    AdvisoryFlag, AdvisoryFlags, GetAdvisoryFlagsRequest, ImportOsvRequest, ImportResponse, import_result::Outcome,
+};
+use ward_store::advisories::{ADVISORY_TYPE, FeedOutcome, FeedRecord};
+
+use super::import::{count, result};
+use crate::authz::Caller;
+use crate::ward::Ward;
+
+/// Most records one request may carry.
+pub const MAX_RECORDS: usize = 1000;
+/// Largest record, in bytes of JSON.
+pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
+/// Longest record id (OSV ids are short: `PYSEC-2021-19`, `GHSA-…`).
+pub const MAX_ID: usize = 128;
+/// Most aliases and affected packages one record may list.
+pub const MAX_RECORD_LIST: usize = 1000;
+/// Longest alias, ecosystem or package name.
+pub const MAX_RECORD_NAME: usize = 512;
+
+/// The kind named in NOT_FOUND answers for a feed record.
+pub const FEED_RECORD_TYPE: &str = "osv record";
+
+/// Whether `id` is an OSV id Ward keeps: ASCII letters, digits and `-._:`,
+/// at most [`MAX_ID`] bytes. It appears in paths (`/osv/<id>.json`).
+pub fn is_record_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_ID
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b':'))
+        && !id.starts_with('.')
+}
+
+fn millis(field: &str, v: &Value) -> std::result::Result<i64, String> {
+    let s = v
+        .as_str()
+        .ok_or_else(|| format!("`{field}` must be an RFC 3339 time string"))?;
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.timestamp_millis())
+        .map_err(|_| format!("`{field}` is not an RFC 3339 time: {:?}", ward_core::names::echo(s)))
+}
+
+fn bounded_str<'a>(v: &'a Value, what: &str) -> std::result::Result<&'a str, String> {
+    match v.as_str() {
+        Some(s) if s.len() <= MAX_RECORD_NAME => Ok(s),
+        Some(_) => Err(format!("{what} is longer than {MAX_RECORD_NAME} bytes")),
+        None => Err(format!("{what} must be a string")),
+    }
+}
+
+/// Checks one record and reads what Ward indexes from it. The error is the
+/// reason it is refused (with its id when it has a usable one).
+pub fn parse_record(parent_uid: &str, body: String) -> std::result::Result<FeedRecord, (String, String)> {
+    if body.len() > MAX_RECORD_BYTES {
+        return Err((
+            String::new(),
+            format!("a record is larger than {MAX_RECORD_BYTES} bytes"),
+        ));
+    }
+    let v: Value = serde_json::from_str(&body).map_err(|e| (String::new(), format!("not JSON: {e}")))?;
+    let Some(o) = v.as_object() else {
+        return Err((String::new(), "an OSV record is a JSON object".into()));
+    };
+    let id = match o.get("id").and_then(Value::as_str) {
+        Some(id) if is_record_id(id) => id.to_owned(),
+        Some(id) => {
+            return Err((
+                String::new(),
+                format!(
+                    "id {:?} is not an OSV id (letters, digits and -._: only, at most {MAX_ID} bytes)",
+                    ward_core::names::echo(id)
+                ),
+            ));
+        }
+        None => return Err((String::new(), "an OSV record needs an `id` string".into())),
+    };
+    let fail = |reason: String| (id.clone(), reason);
+    let modified = millis("modified", o.get("modified").unwrap_or(&Value::Null)).map_err(fail)?;
+    let withdrawn = match o.get("withdrawn") {
+        None | Some(Value::Null) => None,
+        Some(w) => Some(millis("withdrawn", w).map_err(fail)?),
+    };
+    let mut aliases = Vec::new();
+    if let Some(list) = o.get("aliases").filter(|a| !a.is_null()) {
+        let list = list
+            .as_array()
+            .ok_or_else(|| fail("`aliases` must be an array".into()))?;
+        if list.len() > MAX_RECORD_LIST {
+            return Err(fail(format!("more than {MAX_RECORD_LIST} aliases")));
+        }
+        for a in list {
+            let a = bounded_str(a, "an alias").map_err(fail)?;
+            if !aliases.iter().any(|x| x == a) {
+                aliases.push(a.to_owned());
+            }
+        }
+    }
+    let mut packages: Vec<(String, String)> = Vec::new();
+    if let Some(list) = o.get("affected").filter(|a| !a.is_null()) {
+        let list = list
+            .as_array()
+            .ok_or_else(|| fail("`affected` must be an array".into()))?;
+        if list.len() > MAX_RECORD_LIST {
+            return Err(fail(format!("more than {MAX_RECORD_LIST} affected packages")));
+        }
+        for a in list {
+            let Some(p) = a.get("package").filter(|p| !p.is_null()) else {
+                continue;
+            };
+            let ecosystem = bounded_str(
+                p.get("ecosystem").unwrap_or(&Value::Null),
+                "affected[].package.ecosystem",
+            )
+            .map_err(fail)?;
+            let name = bounded_str(p.get("name").unwrap_or(&Value::Null), "affected[].package.name").map_err(fail)?;
+            let key = (ecosystem.to_owned(), name.to_owned());
+            if !packages.contains(&key) {
+                packages.push(key);
+            }
+        }
+    }
+    let digest = hex::encode(Sha256::digest(body.as_bytes()));
+    Ok(FeedRecord {
+        parent_uid: parent_uid.to_owned(),
+        id,
+        modified,
+        withdrawn,
+        aliases,
+        packages,
+        body,
+        digest,
+    })
+}
+
+impl Ward {
+    pub async fn import_osv(&self, caller: &Caller, req: ImportOsvRequest) -> Result<ImportResponse> {
+        let parent = Uidp::parse("parent_id", &req.parent_id)?;
+        self.authorize(caller, &rpc::IMPORT_OSV, &parent)?;
+        self.authorize(caller, &rpc::IMPORT_OSV_UPDATE, &parent)?;
+        if req.records.len() > MAX_RECORDS {
+            return Err(Error::invalid(
+                "records",
+                format!("at most {MAX_RECORDS} records per request"),
+            ));
+        }
+        let source: String = req.source.chars().take(1024).collect();
+        let parent_uid = parent.as_str().to_owned();
+        // Parsing up to 16 MiB of JSON is CPU work: off the async workers.
+        let parsed = tokio::task::spawn_blocking(move || {
+            req.records
+                .into_iter()
+                .map(|body| parse_record(&parent_uid, body))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(Error::internal)?;
+        let mut resp = ImportResponse::default();
+        let mut records = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for p in parsed {
+            match p {
+                Ok(r) if !seen.insert(r.id.clone()) => resp.results.push(result(
+                    &source,
+                    &r.id,
+                    Outcome::Rejected,
+                    "the request carries this record twice".into(),
+                )),
+                Ok(r) => records.push(r),
+                Err((id, why)) => resp.results.push(result(&source, &id, Outcome::Rejected, why)),
+            }
+        }
+        if req.dry_run {
+            for r in &records {
+                resp.results
+                    .push(result(&source, &r.id, Outcome::Unspecified, String::new()));
+            }
+        } else if !records.is_empty() {
+            let outcomes = self
+                .store
+                .import_feed_records(parent.as_str(), &records, self.clock.now_millis())
+                .await?;
+            for (o, r) in outcomes.into_iter().zip(&records) {
+                let outcome = match o {
+                    FeedOutcome::Created => Outcome::Created,
+                    FeedOutcome::Updated => Outcome::Updated,
+                    FeedOutcome::Withdrawn => Outcome::Withdrawn,
+                    FeedOutcome::Unchanged => Outcome::Unchanged,
+                };
+                resp.results.push(result(&source, &r.id, outcome, String::new()));
+            }
+        }
+        count(&mut resp);
+        Ok(resp)
+    }
+
+    /// A feed record's body as imported, by id: the first (by group uid) of
+    /// the groups `caller` may read (anonymous: the public ones).
+    pub async fn feed_record(&self, caller: Option<&Caller>, id: &str) -> Result<String> {
+        let not_found = || Error::not_found(FEED_RECORD_TYPE, id);
+        if !is_record_id(id) {
+            return Err(not_found());
+        }
+        let scopes = self.feed_scopes(caller);
+        let visible = |parent: &str| {
+            scopes.as_ref().is_none_or(|s| {
+                s.iter().any(|g| {
+                    parent == g.as_str()
+                        || parent
+                            .strip_prefix(g.as_str())
+                            .is_some_and(|rest| rest.starts_with('/'))
+                })
+            })
+        };
+        self.store
+            .feed_records_by_id(id)
+            .await?
+            .into_iter()
+            .find(|r| visible(&r.parent_uid))
+            .map(|r| r.body)
+            .ok_or_else(not_found)
+    }
+
+    pub async fn get_advisory_flags(&self, caller: &Caller, req: GetAdvisoryFlagsRequest) -> Result<AdvisoryFlags> {
+        let uid = Uidp::parse("id", &req.id)?;
+        let a = self.authorized_advisory(caller, &rpc::GET_ADVISORY_FLAGS, &uid).await?;
+        if a.delete_time.is_some() {
+            return Err(Error::not_found(ADVISORY_TYPE, uid.as_str()));
+        }
+        let flags = self.store.advisory_flags(&a.uid).await?;
+        Ok(AdvisoryFlags {
+            id: a.uid,
+            advisory_id: a.advisory_id,
+            flags: flags
+                .into_iter()
+                .map(|f| AdvisoryFlag {
+                    code: f.code,
+                    field: f.field,
+                    detail: f.detail,
+                })
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_checked_and_indexed() {
+        let body = r#"{"id":"PYSEC-2021-19","modified":"2021-03-01T12:00:00Z","aliases":["CVE-2021-1","CVE-2021-1","GHSA-x"],
+            "affected":[{"package":{"ecosystem":"PyPI","name":"Pillow"},"ranges":[{"type":"ECOSYSTEM","events":[{"introduced":"0"},{"fixed":"8.1.1"}]}]},
+                        {"package":{"ecosystem":"PyPI","name":"Pillow"}}]}"#;
+        let r = parse_record("g", body.to_owned()).unwrap();
+        assert_eq!(r.id, "PYSEC-2021-19");
+        assert_eq!(r.body, body, "kept byte for byte");
+        assert_eq!(r.aliases, ["CVE-2021-1", "GHSA-x"]);
+        assert_eq!(r.packages, [("PyPI".to_owned(), "Pillow".to_owned())]);
+        assert_eq!(r.modified, 1_614_600_000_000);
+        assert_eq!(r.withdrawn, None);
+
+        let w = parse_record(
+            "g",
+            r#"{"id":"A-1","modified":"2021-03-01T12:00:00Z","withdrawn":"2021-04-01T00:00:00.5+02:00"}"#.into(),
+        )
+        .unwrap();
+        assert_eq!(w.withdrawn, Some(1_617_228_000_500));
+
+        for (bad, why) in [
+            ("[]", "a JSON object"),
+            ("{", "not JSON"),
+            (r#"{"modified":"2021-03-01T12:00:00Z"}"#, "needs an `id`"),
+            (r#"{"id":"../x","modified":"2021-03-01T12:00:00Z"}"#, "not an OSV id"),
+            (r#"{"id":"A-1"}"#, "`modified`"),
+            (r#"{"id":"A-1","modified":"yesterday"}"#, "not an RFC 3339"),
+            (
+                r#"{"id":"A-1","modified":"2021-03-01T12:00:00Z","aliases":"x"}"#,
+                "`aliases` must be an array",
+            ),
+            (
+                r#"{"id":"A-1","modified":"2021-03-01T12:00:00Z","affected":[{"package":{"name":1}}]}"#,
+                "must be a string",
+            ),
+        ] {
+            let (_, reason) = parse_record("g", bad.into()).unwrap_err();
+            assert!(reason.contains(why), "{bad}: {reason}");
+        }
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(
+            parse_record("g", deep).is_err(),
+            "deep nesting is refused, not a stack overflow"
+        );
+    }
+
+    #[test]
+    fn record_ids() {
+        for ok in [
+            "PYSEC-2021-19",
+            "GHSA-jfh8-c2jp-5v3q",
+            "openSUSE-SU-2024:1234-1",
+            "RUSTSEC-2020_1.x",
+        ] {
+            assert!(is_record_id(ok), "{ok}");
+        }
+        for bad in ["", ".hidden", "a/b", "a b", "a%2f", &"x".repeat(MAX_ID + 1)] {
+            assert!(!is_record_id(bad), "{bad}");
+        }
+    }
+}
