@@ -6,6 +6,7 @@ use anyhow::{Context as _, anyhow};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: String,

@@ -296,7 +296,7 @@ pub struct FeedRecord {
     /// (ecosystem, package name) of each affected package, each once.
     pub packages: Vec<(String, String)>,
     pub body: String,
-    /// SHA-256 of `body`, hex.
+    /// SHA-256 of `body`'s content (its JSON with sorted keys), hex.
     pub digest: String,
 }
 

@@ -366,11 +366,15 @@ fn pysec(id: &str, modified: &str, fixed: &str) -> Value {
 /// A zip of `<id>.json` entries, each record pretty-printed (so "as
 /// published" is more than compact JSON).
 fn zip_of(path: &std::path::Path, records: &[Value]) -> Vec<(String, String)> {
+    zip_rendered(path, records, |r| serde_json::to_string_pretty(r).unwrap())
+}
+
+fn zip_rendered(path: &std::path::Path, records: &[Value], render: impl Fn(&Value) -> String) -> Vec<(String, String)> {
     let mut w = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
     let mut out = Vec::new();
     for r in records {
         let name = format!("{}.json", r["id"].as_str().unwrap());
-        let text = serde_json::to_string_pretty(r).unwrap();
+        let text = render(r);
         w.start_file(name.as_str(), zip::write::SimpleFileOptions::default())
             .unwrap();
         w.write_all(text.as_bytes()).unwrap();
@@ -399,6 +403,9 @@ async fn osv_feeds_import_as_published_and_follow_their_updates() {
         .collect();
     let first = dir.path().join("PyPI-all.zip");
     let texts = zip_of(&first, &records);
+    // The same feed rendered compactly: the same records.
+    let compact = dir.path().join("compact.zip");
+    zip_rendered(&compact, &records, |r| r.to_string());
     // The updated feed: one record changed, one withdrawn, the rest as they were.
     let mut next = records.clone();
     next[3] = pysec("PYSEC-2021-13", "2021-05-01T00:00:00Z", "8.2.0");

@@ -185,6 +185,41 @@ impl Sandbox {
         cmd
     }
 
+    /// A containers tool (podman, buildah) on vfs storage inside the sandbox.
+    fn containers(&self, program: &Path) -> tokio::process::Command {
+        let mut cmd = self.command(program);
+        cmd.args(["--storage-driver", "vfs", "--root"])
+            .arg(self.path("storage"))
+            .arg("--runroot")
+            .arg(self.path("run"));
+        cmd
+    }
+
+    /// A containers auth file for `host` holding `_token:<token>`.
+    fn auth_file(&self, name: &str, host: &str, token: &str) -> PathBuf {
+        use base64::Engine as _;
+        let path = self.path(name);
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("_token:{token}"));
+        std::fs::write(&path, json!({ "auths": { host: { "auth": basic } } }).to_string()).expect("auth file");
+        path
+    }
+
+    /// The sandbox's test image, pushed by skopeo to `reference` (host/repo:tag).
+    async fn push_image(&self, tools: &Tools, reference: &str, token: &str) {
+        self.image(tools, "image").await;
+        let creds = format!("_token:{token}");
+        let dest = format!("docker://{reference}");
+        let args = [
+            "copy",
+            "--dest-tls-verify=false",
+            "--dest-creds",
+            &creds,
+            &self.oci("image"),
+            &dest,
+        ];
+        run(self.skopeo(tools, &args), None, "push").await.ok("push");
+    }
+
     /// `skopeo --insecure-policy --debug <args>` (the debug log shows every
     /// request when a command fails).
     fn skopeo(&self, tools: &Tools, args: &[&str]) -> tokio::process::Command {
@@ -510,18 +545,77 @@ async fn skopeo_deletes_tags_and_digests_and_copies_within_the_registry() {
     }
 }
 
-/// podman on PATH, or None (a note) unless WARD_TEST_REQUIRE_CLIENTS=1.
-fn podman() -> Option<PathBuf> {
+/// `program` (podman, buildah) on PATH, or None (a note) unless
+/// WARD_TEST_REQUIRE_CLIENTS=1.
+fn on_path(program: &str) -> Option<PathBuf> {
     let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|dir| dir.join("podman"))
+        .map(|dir| dir.join(program))
         .find(|p| p.is_file());
     if found.is_none() {
         if std::env::var("WARD_TEST_REQUIRE_CLIENTS").as_deref() == Ok("1") {
-            panic!("WARD_TEST_REQUIRE_CLIENTS=1 but podman is not on PATH (apt-get install podman)");
+            panic!("WARD_TEST_REQUIRE_CLIENTS=1 but {program} is not on PATH (apt-get install {program})");
         }
-        eprintln!("note: podman test skipped: podman is not on PATH");
+        eprintln!("note: {program} test skipped: {program} is not on PATH");
     }
     found
+}
+
+/// buildah (vfs storage in the sandbox) builds on an image pulled from Ward
+/// and pushes the result back: `from` pulls through the token flow, `commit`
+/// makes a new image with a label, `push` uploads its new layer and
+/// manifest, which then reads back with the label.
+#[tokio::test(flavor = "multi_thread")]
+async fn buildah_builds_on_an_image_from_ward_and_pushes_the_result() {
+    let Some(tools) = Tools::find() else { return };
+    let Some(buildah) = on_path("buildah") else { return };
+    for s in common::servers().await {
+        let b = s.backend;
+        let sb = Sandbox::new();
+        let host = host(&s);
+        let acme = org(&s).await;
+        sb.push_image(&tools, &format!("{host}/{acme}/base:v1"), &s.token).await;
+        let auth = sb.auth_file("auth.json", &host, &s.token);
+        let buildah_cmd = |args: &[&str]| {
+            let mut cmd = sb.containers(&buildah);
+            cmd.args(args);
+            cmd
+        };
+        let base = format!("{host}/{acme}/base:v1");
+        let auth_arg = auth.display().to_string();
+        let from = [
+            "from",
+            "--tls-verify=false",
+            "--authfile",
+            &auth_arg,
+            "--name",
+            "work",
+            &base,
+        ];
+        run(buildah_cmd(&from), None, "buildah from").await.ok("buildah from");
+        let label = ["config", "--label", "built-by=ward-test", "work"];
+        run(buildah_cmd(&label), None, "buildah config")
+            .await
+            .ok("buildah config");
+        let built = format!("{host}/{acme}/built:v1");
+        run(buildah_cmd(&["commit", "work", &built]), None, "buildah commit")
+            .await
+            .ok("buildah commit");
+        let push = ["push", "--tls-verify=false", "--authfile", &auth_arg, &built];
+        run(buildah_cmd(&push), None, "buildah push").await.ok("buildah push");
+        let (status, _, body) = get_raw(
+            &s,
+            &format!("/v2/{acme}/built/manifests/v1"),
+            &format!("{OCI_MANIFEST}, application/vnd.docker.distribution.manifest.v2+json"),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] pushed by buildah");
+        let manifest: Value = serde_json::from_slice(&body).expect("manifest JSON");
+        let config = manifest["config"]["digest"].as_str().expect("config digest");
+        let (status, _, config) = get_raw(&s, &format!("/v2/{acme}/built/blobs/{config}"), "*/*").await;
+        assert_eq!(status, StatusCode::OK, "[{b}]");
+        let config: Value = serde_json::from_slice(&config).expect("config JSON");
+        assert_eq!(config["config"]["Labels"]["built-by"], "ward-test", "[{b}] {config}");
+    }
 }
 
 /// `podman search <host>/` and `<host>/<org>/` through the token flow
@@ -532,7 +626,7 @@ fn podman() -> Option<PathBuf> {
 #[tokio::test(flavor = "multi_thread")]
 async fn podman_search_lists_what_the_caller_may_see() {
     let Some(tools) = Tools::find() else { return };
-    let Some(podman) = podman() else { return };
+    let Some(podman) = on_path("podman") else { return };
     for s in common::servers().await {
         let b = s.backend;
         let sb = Sandbox::new();
@@ -548,27 +642,20 @@ async fn podman_search_lists_what_the_caller_may_see() {
             assert_eq!(status, StatusCode::OK, "[{b}] {body}");
         }
         let (_, alice) = common::person(&s, "alice", &[(acme.as_str(), "viewer")]).await;
-        let auth = sb.path("auth.json");
-        use base64::Engine as _;
-        let basic = base64::engine::general_purpose::STANDARD.encode(format!("_token:{alice}"));
-        std::fs::write(&auth, json!({ "auths": { &host: { "auth": basic } } }).to_string()).expect("auth file");
+        let auth = sb.auth_file("auth.json", &host, &alice);
         for term in [format!("{host}/"), format!("{host}/{acme}/")] {
-            let mut cmd = sb.command(&podman);
-            cmd.args(["--storage-driver", "vfs", "--root"])
-                .arg(sb.path("storage"))
-                .args(["--runroot"])
-                .arg(sb.path("run"))
-                .args([
-                    "search",
-                    "--tls-verify=false",
-                    "--limit",
-                    "100",
-                    "--format",
-                    "{{.Name}}",
-                    "--authfile",
-                ])
-                .arg(&auth)
-                .arg(&term);
+            let mut cmd = sb.containers(&podman);
+            cmd.args([
+                "search",
+                "--tls-verify=false",
+                "--limit",
+                "100",
+                "--format",
+                "{{.Name}}",
+                "--authfile",
+            ])
+            .arg(&auth)
+            .arg(&term);
             let what = format!("podman search {term}");
             let out = run(cmd, None, &what).await;
             let names: BTreeSet<String> = out.ok(&what).lines().map(|l| l.trim().to_owned()).collect();
@@ -577,51 +664,23 @@ async fn podman_search_lists_what_the_caller_may_see() {
         }
 
         // An image in acme/app, pulled and pushed back with podman.
-        sb.image(&tools, "image").await;
-        let creds = format!("_token:{}", s.token);
-        let dest = format!("docker://{host}/{acme}/app:v1");
-        let args = [
-            "copy",
-            "--dest-tls-verify=false",
-            "--dest-creds",
-            &creds,
-            &sb.oci("image"),
-            &dest,
-        ];
-        run(sb.skopeo(&tools, &args), None, "push").await.ok("push");
+        sb.push_image(&tools, &format!("{host}/{acme}/app:v1"), &s.token).await;
         let podman_cmd = |auth: &Path, args: &[&str]| {
-            let mut cmd = sb.command(&podman);
-            cmd.args(["--storage-driver", "vfs", "--root"])
-                .arg(sb.path("storage"))
-                .arg("--runroot")
-                .arg(sb.path("run"))
-                .args(args)
-                .arg("--tls-verify=false")
-                .arg("--authfile")
-                .arg(auth);
+            let mut cmd = sb.containers(&podman);
+            cmd.args(args).arg("--tls-verify=false").arg("--authfile").arg(auth);
             cmd
         };
         let (image, copy) = (format!("{host}/{acme}/app:v1"), format!("{host}/{acme}/copy:v1"));
         run(podman_cmd(&auth, &["pull", &image]), None, "podman pull")
             .await
             .ok("podman pull");
-        let mut tag = sb.command(&podman);
-        tag.args(["--storage-driver", "vfs", "--root"])
-            .arg(sb.path("storage"))
-            .arg("--runroot")
-            .arg(sb.path("run"))
-            .args(["tag", &image, &copy]);
+        let mut tag = sb.containers(&podman);
+        tag.args(["tag", &image, &copy]);
         run(tag, None, "podman tag").await.ok("podman tag");
         run(podman_cmd(&auth, &["push", &copy]), None, "podman push as a viewer")
             .await
             .failed("podman push as a viewer");
-        let owner_auth = sb.path("owner.json");
-        let basic = base64::engine::general_purpose::STANDARD.encode(format!("_token:{}", s.token));
-        std::fs::write(
-            &owner_auth,
-            json!({ "auths": { &host: { "auth": basic } } }).to_string(),
-        )
-        .expect("auth file");
+        let owner_auth = sb.auth_file("owner.json", &host, &s.token);
         run(podman_cmd(&owner_auth, &["push", &copy]), None, "podman push")
             .await
             .ok("podman push");

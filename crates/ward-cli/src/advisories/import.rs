@@ -347,9 +347,16 @@ fn progress(items: u64) -> indicatif::ProgressBar {
     bar
 }
 
-/// Batches waiting to be sent, and what was read and sent so far.
-struct Importer<'a> {
-    client: &'a Client,
+/// A request on its way: what it carries (for errors), how many files or
+/// records, and its answer to come.
+type InFlight = (String, u64, tokio::task::JoinHandle<anyhow::Result<Value>>);
+
+/// Batches waiting to be sent, and what was read and sent so far. One
+/// request is in flight while the next batch is read, so reading files and
+/// the server's work overlap.
+struct Importer {
+    client: Client,
+    inflight: Option<InFlight>,
     group: String,
     dry_run: bool,
     reviewed_upstream: bool,
@@ -361,11 +368,9 @@ struct Importer<'a> {
     record_source: String,
     report: Report,
     bar: indicatif::ProgressBar,
-    /// Items read but not yet sent (the bar counts what was sent).
-    pending: u64,
 }
 
-impl Importer<'_> {
+impl Importer {
     async fn add(&mut self, source: &str, origin: &str, parsed: Result<Parsed, Rejection>) -> anyhow::Result<()> {
         match parsed {
             Err(r) => {
@@ -382,7 +387,6 @@ impl Importer<'_> {
                 }
                 self.docs.push(doc);
                 self.doc_bytes += size;
-                self.pending += 1;
             }
             Ok(Parsed::Record(text)) => {
                 // Escaped inside a JSON string, a record grows a little.
@@ -396,8 +400,26 @@ impl Importer<'_> {
                 origin.clone_into(&mut self.record_source);
                 self.records.push(text);
                 self.record_bytes += size;
-                self.pending += 1;
             }
+        }
+        Ok(())
+    }
+
+    /// Sends `body` to `path` once the request in flight has been answered.
+    async fn dispatch(&mut self, path: String, body: Value, items: u64, what: String) -> anyhow::Result<()> {
+        self.settle().await?;
+        let client = self.client.clone();
+        let task = tokio::spawn(async move { client.call(Method::POST, &path, &[], Some(&body)).await });
+        self.inflight = Some((what, items, task));
+        Ok(())
+    }
+
+    /// Waits for the request in flight and adds its answer to the report.
+    async fn settle(&mut self) -> anyhow::Result<()> {
+        if let Some((what, items, task)) = self.inflight.take() {
+            let response = task.await.context("the import request")?.with_context(|| what)?;
+            self.report.add(response);
+            self.bar.inc(items);
         }
         Ok(())
     }
@@ -420,15 +442,9 @@ impl Importer<'_> {
             "dryRun": self.dry_run,
             "reviewedUpstream": self.reviewed_upstream,
         });
-        let response: Value = self
-            .client
-            .call(Method::POST, &format!("{V1}:import"), &[], Some(&body))
-            .await
-            .with_context(|| format!("importing {n} document(s) from {first} on"))?;
-        self.report.add(response);
         self.doc_bytes = 0;
-        self.sent();
-        Ok(())
+        let what = format!("importing {n} document(s) from {first} on");
+        self.dispatch(format!("{V1}:import"), body, n as u64, what).await
     }
 
     async fn send_records(&mut self) -> anyhow::Result<()> {
@@ -443,28 +459,15 @@ impl Importer<'_> {
             "source": self.record_source,
             "dryRun": self.dry_run,
         });
-        let response: Value = self
-            .client
-            .call(Method::POST, OSV_IMPORT, &[], Some(&body))
-            .await
-            .with_context(|| format!("importing {n} OSV record(s) from {}", self.record_source))?;
-        self.report.add(response);
         self.record_bytes = 0;
-        self.sent();
-        Ok(())
-    }
-
-    /// Moves the bar over what has been sent (both batches are empty or
-    /// just sent: what was pending in the other stays pending).
-    fn sent(&mut self) {
-        let waiting = (self.docs.len() + self.records.len()) as u64;
-        self.bar.inc(self.pending.saturating_sub(waiting));
-        self.pending = waiting;
+        let what = format!("importing {n} OSV record(s) from {}", self.record_source);
+        self.dispatch(OSV_IMPORT.to_owned(), body, n as u64, what).await
     }
 
     async fn flush(&mut self) -> anyhow::Result<()> {
         self.send_docs().await?;
-        self.send_records().await
+        self.send_records().await?;
+        self.settle().await
     }
 
     /// Every `.json`/`.yaml` entry of an archive, one at a time.
@@ -528,7 +531,8 @@ pub async fn run(client: &Client, format: Format, args: ImportArgs) -> anyhow::R
         bail!("no .yaml, .yml, .json or .zip files under the paths given");
     }
     let mut im = Importer {
-        client,
+        client: client.clone(),
+        inflight: None,
         group,
         dry_run: args.dry_run,
         reviewed_upstream: args.reviewed_upstream,
@@ -539,7 +543,6 @@ pub async fn run(client: &Client, format: Format, args: ImportArgs) -> anyhow::R
         record_source: String::new(),
         report: Report::default(),
         bar: progress(items(&files)),
-        pending: 0,
     };
     let mut outcome = Ok(());
     for path in &files {

@@ -27,7 +27,8 @@ CREATE TABLE feed_records (
     aliases     TEXT NOT NULL,
     ecosystems  TEXT NOT NULL,
     body        TEXT NOT NULL,
-    -- SHA-256 of body: an identical re-import is unchanged.
+    -- SHA-256 of the content (JSON, sorted keys): a re-import of the same
+    -- record, however it is rendered, is unchanged.
     digest      TEXT NOT NULL,
     create_time BIGINT NOT NULL,
     update_time BIGINT NOT NULL,

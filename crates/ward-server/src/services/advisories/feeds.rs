@@ -135,7 +135,10 @@ pub fn parse_record(parent_uid: &str, body: String) -> std::result::Result<FeedR
             }
         }
     }
-    let digest = hex::encode(Sha256::digest(body.as_bytes()));
+    // Of the record's content, not its bytes: the same record as another
+    // file renders it (YAML converted, pretty or compact JSON) is unchanged.
+    let canonical = serde_json::to_string(&v).map_err(|e| (id.clone(), format!("not JSON: {e}")))?;
+    let digest = hex::encode(Sha256::digest(canonical.as_bytes()));
     Ok(FeedRecord {
         parent_uid: parent_uid.to_owned(),
         id,

@@ -1,6 +1,6 @@
 //! Importing the documents security teams keep (advisory-schema YAML and OSV,
-//! parsed by the client into v1 advisories): one transaction per document,
-//! idempotent. An advisory is found by its CGA id (or, without one, by its
+//! parsed by the client into v1 advisories): a few store transactions per
+//! request, a savepoint per advisory; idempotent. An advisory is found by its CGA id (or, without one, by its
 //! legacy id in the group); its fields are replaced when they differ and
 //! events it does not hold yet (by time, type and content) are added as
 //! PENDING. Nothing is removed: an event history only grows.
@@ -27,6 +27,17 @@ use crate::ward::Ward;
 pub const MAX_DOCUMENTS: usize = 2000;
 /// Most advisories one document may carry.
 pub const MAX_PER_DOCUMENT: usize = 5000;
+/// Advisories per store transaction of an import.
+const STORE_CHUNK: usize = 1000;
+
+/// One advisory of an import, checked and ready to store.
+struct Prepared {
+    source: String,
+    /// The id the document gave it, as the report names it.
+    shown: String,
+    warnings: Vec<String>,
+    item: ImportItem,
+}
 
 pub(crate) fn result(source: &str, advisory_id: &str, outcome: Outcome, reason: String) -> ImportResult {
     ImportResult {
@@ -109,23 +120,63 @@ impl Ward {
             ));
         }
         let mut resp = ImportResponse::default();
+        let mut prepared = Vec::new();
         for doc in req.documents {
-            self.import_document(caller, &parent, doc, req.dry_run, approval.as_ref(), &mut resp)
-                .await?;
+            self.prepare_document(caller, &parent, doc, approval.as_ref(), &mut prepared, &mut resp);
+        }
+        if req.dry_run {
+            for p in prepared {
+                resp.results.push(ImportResult {
+                    warnings: p.warnings,
+                    ..result(&p.source, &p.shown, Outcome::Unspecified, String::new())
+                });
+            }
+        } else {
+            // A few store transactions per request, not one per document: each
+            // advisory is still all or nothing (a savepoint of its own).
+            let mut prepared = prepared.into_iter().peekable();
+            while prepared.peek().is_some() {
+                let chunk: Vec<Prepared> = prepared.by_ref().take(STORE_CHUNK).collect();
+                let items: Vec<ImportItem> = chunk.iter().map(|p| p.item.clone()).collect();
+                let outcomes = self
+                    .store
+                    .import_advisories(parent.as_str(), &items, self.clock.now_millis())
+                    .await?;
+                for ((o, id), p) in outcomes.into_iter().zip(chunk) {
+                    let (outcome, why) = match o {
+                        ImportOutcome::Created => (Outcome::Created, String::new()),
+                        ImportOutcome::Updated => (Outcome::Updated, String::new()),
+                        ImportOutcome::Unchanged => (Outcome::Unchanged, String::new()),
+                        ImportOutcome::Rejected(why) => (Outcome::Rejected, why),
+                    };
+                    // A refused advisory kept nothing to warn about.
+                    let warnings = if outcome == Outcome::Rejected {
+                        Vec::new()
+                    } else {
+                        p.warnings
+                    };
+                    resp.results.push(ImportResult {
+                        warnings,
+                        ..result(&p.source, &id, outcome, why)
+                    });
+                }
+            }
         }
         count(&mut resp);
         Ok(resp)
     }
 
-    async fn import_document(
+    /// Checks one document's advisories: refusals go to `resp`, the rest to
+    /// `out`.
+    fn prepare_document(
         &self,
         caller: &Caller,
         parent: &Uidp,
         doc: ImportDocument,
-        dry_run: bool,
         approval: Option<&ImportApproval>,
+        out: &mut Vec<Prepared>,
         resp: &mut ImportResponse,
-    ) -> Result<()> {
+    ) {
         let source: String = doc.source.chars().take(1024).collect();
         if doc.advisories.len() > MAX_PER_DOCUMENT {
             resp.results.push(result(
@@ -134,7 +185,7 @@ impl Ward {
                 Outcome::Rejected,
                 format!("at most {MAX_PER_DOCUMENT} advisories per document"),
             ));
-            return Ok(());
+            return;
         }
         if doc.package.len() > MAX_NAME {
             resp.results.push(result(
@@ -143,10 +194,8 @@ impl Ward {
                 Outcome::Rejected,
                 "the package name is too long".into(),
             ));
-            return Ok(());
+            return;
         }
-        let mut items = Vec::new();
-        let mut ids = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for a in doc.advisories {
             let shown: String = a.advisory_id.chars().take(64).collect();
@@ -174,7 +223,7 @@ impl Ward {
                     return Err(Error::invalid("advisory_id", "the document names this advisory twice"));
                 }
                 let id = a.advisory_id.clone();
-                self.new_advisory(caller, parent, &a, &origin, id, "", true)
+                self.new_advisory(caller, parent, &a, &origin, id, true)
             });
             match checked {
                 Ok((record, mut events)) => {
@@ -184,13 +233,25 @@ impl Ward {
                             e.reviewer = a.reviewer.clone();
                         }
                     }
-                    ids.push((shown, flags.iter().map(lenient::describe).collect::<Vec<_>>()));
-                    items.push(ImportItem {
-                        record,
-                        events,
-                        by_legacy_id: false,
-                        flags,
-                        approval: approval.cloned(),
+                    let warnings = flags.iter().map(lenient::describe).collect();
+                    // Advisories known only by a legacy id get a CGA id now
+                    // (used only if new: the store finds them by that legacy id).
+                    let by_legacy_id = record.advisory_id.is_empty();
+                    let mut record = record;
+                    if by_legacy_id {
+                        record.advisory_id = super::write::fresh_cga();
+                    }
+                    out.push(Prepared {
+                        source: source.clone(),
+                        shown,
+                        warnings,
+                        item: ImportItem {
+                            record,
+                            events,
+                            by_legacy_id,
+                            flags,
+                            approval: approval.cloned(),
+                        },
                     });
                 }
                 Err(e) => resp
@@ -198,43 +259,5 @@ impl Ward {
                     .push(result(&source, &shown, Outcome::Rejected, reason(&e))),
             }
         }
-        // Advisories known only by a legacy id get a CGA id now (used only if
-        // new: the store finds them by that legacy id).
-        for item in &mut items {
-            if item.record.advisory_id.is_empty() {
-                item.record.advisory_id = super::write::fresh_cga();
-                item.by_legacy_id = true;
-            }
-        }
-        if dry_run || items.is_empty() {
-            for (id, warnings) in ids {
-                resp.results.push(ImportResult {
-                    warnings,
-                    ..result(&source, &id, Outcome::Unspecified, String::new())
-                });
-            }
-            return Ok(());
-        }
-        let outcomes = self
-            .store
-            .import_advisories(parent.as_str(), &items, self.clock.now_millis())
-            .await?;
-        for ((o, id), (_, warnings)) in outcomes.into_iter().zip(ids) {
-            let id = id.as_str();
-            let r = match o {
-                ImportOutcome::Created => result(&source, id, Outcome::Created, String::new()),
-                ImportOutcome::Updated => result(&source, id, Outcome::Updated, String::new()),
-                ImportOutcome::Unchanged => result(&source, id, Outcome::Unchanged, String::new()),
-                ImportOutcome::Rejected(why) => result(&source, id, Outcome::Rejected, why),
-            };
-            // A refused advisory kept nothing to warn about.
-            let warnings = if r.outcome == Outcome::Rejected as i32 {
-                Vec::new()
-            } else {
-                warnings
-            };
-            resp.results.push(ImportResult { warnings, ..r });
-        }
-        Ok(())
     }
 }

@@ -50,9 +50,11 @@ impl Ward {
         a: &Advisory,
         origin: &str,
         advisory_id: String,
-        prefix: &str,
         imported: bool,
     ) -> Result<(AdvisoryRecord, Vec<EventRecord>)> {
+        // A create names its fields under `advisory`; an import's results
+        // name the advisory already.
+        let prefix = if imported { "" } else { "advisory." };
         let now = self.clock.now_millis();
         let mut bad = Vec::new();
         check_fields(a, prefix, &mut bad);
@@ -114,7 +116,7 @@ impl Ward {
         let mut attempts = 0;
         loop {
             let id = if generated { fresh_cga() } else { a.advisory_id.clone() };
-            let (record, events) = self.new_advisory(caller, &parent, &a, &a.artifact_name, id, "advisory.", false)?;
+            let (record, events) = self.new_advisory(caller, &parent, &a, &a.artifact_name, id, false)?;
             match self.store.create_advisory(&record, &events).await {
                 Err(Error::AlreadyExists { .. }) if generated && attempts < 3 => attempts += 1,
                 Err(e) => return Err(e),
