@@ -570,3 +570,95 @@ async fn osv_feeds_import_as_published_and_follow_their_updates() {
         );
     }
 }
+
+/// The same over gRPC, as an SDK-generated client calls it: an import
+/// reviewed upstream, its flags, and OSV records.
+#[tokio::test(flavor = "multi_thread")]
+async fn imports_and_flags_over_grpc() {
+    use ward_proto::vulnerabilities::v1;
+    use ward_proto::vulnerabilities::v1::advisories_client::AdvisoriesClient;
+    for s in common::servers().await {
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "acme").await);
+        let ch = tonic::transport::Channel::from_shared(format!("http://{}", s.addr()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = AdvisoriesClient::with_interceptor(ch, common::Bearer(s.token.clone()));
+        let event = v1::AdvisoryEvent {
+            timestamp: Some(ward_proto::Timestamp::from_millis(1_738_000_000_000)),
+            r#type: Some(v1::advisory_event::Type::Fixed(v1::Fixed {
+                fixed_version: "1.1.0-r1-r0".into(),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let resp = client
+            .import(v1::ImportRequest {
+                parent_id: org.clone(),
+                documents: vec![v1::ImportDocument {
+                    source: "opa-envoy.advisories.yaml".into(),
+                    package: "opa-envoy".into(),
+                    advisories: vec![v1::Advisory {
+                        advisory_id: "CGA-f73f-594w-h296".into(),
+                        artifact_name: "opa-envoy".into(),
+                        artifact_type: "apk".into(),
+                        aliases: vec!["CVE-2025-22866".into()],
+                        events: vec![event],
+                        ..Default::default()
+                    }],
+                }],
+                dry_run: false,
+                reviewed_upstream: true,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("[{b}] import: {e:?}"))
+            .into_inner();
+        assert_eq!((resp.created, resp.flagged, resp.rejected), (1, 1, 0), "[{b}] {resp:?}");
+        assert!(
+            resp.results[0].warnings[0].starts_with("UNORDERABLE_VERSION"),
+            "[{b}] {resp:?}"
+        );
+        let (_, list) = s
+            .get(&format!("/vulnerabilities/v2/advisories?uidp.descendantsOf={org}"))
+            .await;
+        let uid = list["advisories"][0]["uid"].as_str().unwrap_or_default().to_owned();
+        let flags = client
+            .get_advisory_flags(v1::GetAdvisoryFlagsRequest { id: uid.clone() })
+            .await
+            .unwrap_or_else(|e| panic!("[{b}] flags: {e:?}"))
+            .into_inner();
+        let codes: Vec<&str> = flags.flags.iter().map(|f| f.code.as_str()).collect();
+        assert_eq!(
+            codes,
+            ["APPROVED_AS_IMPORTED", "UNORDERABLE_VERSION"],
+            "[{b}] {flags:?}"
+        );
+        // Another caller's uid, or a malformed one: NOT_FOUND / INVALID_ARGUMENT.
+        let missing = format!("{org}/0123456789abcdef");
+        let err = client
+            .get_advisory_flags(v1::GetAdvisoryFlagsRequest { id: missing })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::NotFound, "[{b}] {err:?}");
+
+        let record = pysec("PYSEC-2021-77", "2021-03-02T00:00:00Z", "8.1.1").to_string();
+        let resp = client
+            .import_osv(v1::ImportOsvRequest {
+                parent_id: org.clone(),
+                records: vec![record.clone(), record.clone()],
+                source: "grpc".into(),
+                dry_run: false,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("[{b}] import_osv: {e:?}"))
+            .into_inner();
+        assert_eq!(
+            (resp.created, resp.rejected),
+            (1, 1),
+            "[{b}] the second is a repeat: {resp:?}"
+        );
+        assert_eq!(osv_raw(&s, &s.token, "PYSEC-2021-77").await.1, record, "[{b}]");
+    }
+}

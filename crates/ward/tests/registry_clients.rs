@@ -505,6 +505,45 @@ async fn skopeo_deletes_tags_and_digests_and_copies_within_the_registry() {
         ];
         run(sb.skopeo(&tools, &args), None, "push").await.ok("push");
 
+        // One token, fetched once, reused by skopeo to pull, push and delete.
+        let (status, token) = {
+            let resp = reqwest::Client::new()
+                .get(format!("{}/token", s.base))
+                .query(&[
+                    ("service", host.as_str()),
+                    ("scope", &format!("repository:{org}/app:pull")),
+                    ("scope", &format!("repository:{org}/app-one:pull,push,delete")),
+                ])
+                .basic_auth("_token", Some(&s.token))
+                .send()
+                .await
+                .expect("token request");
+            (resp.status(), resp.json::<Value>().await.unwrap_or_default())
+        };
+        assert_eq!(status, StatusCode::OK, "[{b}] {token}");
+        let token = token["token"].as_str().expect("a token").to_owned();
+        let one = format!("{}:v1", push("app-one"));
+        let args = [
+            "copy",
+            "--src-tls-verify=false",
+            "--dest-tls-verify=false",
+            "--src-registry-token",
+            &token,
+            "--dest-registry-token",
+            &token,
+            &format!("{}:v1", push("app")),
+            &one,
+        ];
+        run(sb.skopeo(&tools, &args), None, "copy with one token")
+            .await
+            .ok("copy with one token");
+        let args = ["delete", "--tls-verify=false", "--registry-token", &token, &one];
+        run(sb.skopeo(&tools, &args), None, "delete with the same token")
+            .await
+            .ok("delete with the same token");
+        let (status, _, _) = get_raw(&s, &format!("/v2/{org}/app-one/manifests/v1"), OCI_MANIFEST).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "[{b}] deleted with the one token");
+
         // One process: pull from app, push to app-copy (mounting the blobs).
         let (from, to) = (format!("{}:v1", push("app")), format!("{}:v2", push("app-copy")));
         let args = [

@@ -163,6 +163,17 @@ impl Ward {
             }
         }
         count(&mut resp);
+        if approval.is_some() && !req.dry_run {
+            // The audit trail says these decisions were approved as imported.
+            tracing::info!(
+                target: "ward::audit",
+                group = %parent,
+                importer = %caller.subject,
+                created = resp.created,
+                updated = resp.updated,
+                "advisory import reviewed upstream: its events are approved as imported, not reviewed in Ward"
+            );
+        }
         Ok(resp)
     }
 
