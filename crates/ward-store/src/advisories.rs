@@ -280,8 +280,10 @@ pub trait AdvisoryStore: Send + Sync + 'static {
         records: &[FeedRecord],
         now_ms: i64,
     ) -> Result<Vec<FeedOutcome>>;
-    /// The records with this id, one per group that holds it, by group uid.
-    async fn feed_records_by_id(&self, id: &str) -> Result<Vec<FeedRecord>>;
+    /// The groups holding a record with this id, by uid.
+    async fn feed_record_groups(&self, id: &str) -> Result<Vec<String>>;
+    /// The body of one group's record, as imported.
+    async fn feed_record_body(&self, parent_uid: &str, id: &str) -> Result<Option<String>>;
 }
 
 /// An imported OSV record: `body` is the record exactly as sent.

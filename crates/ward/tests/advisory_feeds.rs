@@ -98,8 +98,9 @@ async fn public_corpora_import_whole_with_what_ward_cannot_use_flagged() {
             run.stderr
         );
         assert!(
-            run.stderr
-                .contains("CGA-f73f-594w-h296: UNORDERABLE_VERSION events[0].fixed.fixed_version"),
+            run.stderr.contains(
+                "CGA-f73f-594w-h296: UNORDERABLE_VERSION events[2025-02-08T19:26:38Z fixed].fixed.fixed_version"
+            ),
             "[{b}] the warning is in the summary:\n{}",
             run.stderr
         );
@@ -109,7 +110,10 @@ async fn public_corpora_import_whole_with_what_ward_cannot_use_flagged() {
         assert_eq!(opa["events"][0]["fixed"]["fixedVersion"], "1.1.0-r1-r0", "[{b}]");
         assert_eq!(
             codes(&flags),
-            [("UNORDERABLE_VERSION".into(), "events[0].fixed.fixed_version".into())],
+            [(
+                "UNORDERABLE_VERSION".into(),
+                "events[2025-02-08T19:26:38Z fixed].fixed.fixed_version".into()
+            )],
             "[{b}]"
         );
         // The 17 KiB location is within the raised bound: kept whole, no flag.
@@ -133,7 +137,7 @@ async fn public_corpora_import_whole_with_what_ward_cannot_use_flagged() {
                 ("TRUNCATED".into(), "component_location".into()),
                 (
                     "TRUNCATED".into(),
-                    "events[0].detection.scanv1.component_location".into()
+                    "events[2025-03-01T00:00:00Z detection].detection.scanv1.component_location".into()
                 ),
             ],
             "[{b}]"
@@ -148,7 +152,7 @@ async fn public_corpora_import_whole_with_what_ward_cannot_use_flagged() {
         let out = out.ok("describe");
         assert!(
             out.contains(
-                "Flags:\n  UNORDERABLE_VERSION events[0].fixed.fixed_version: \"1.1.0-r1-r0\" is not an apk version"
+                "Flags:\n  UNORDERABLE_VERSION events[2025-02-08T19:26:38Z fixed].fixed.fixed_version: \"1.1.0-r1-r0\" is not an apk version"
             ),
             "[{b}]\n{out}"
         );
@@ -660,5 +664,65 @@ async fn imports_and_flags_over_grpc() {
             "[{b}] the second is a repeat: {resp:?}"
         );
         assert_eq!(osv_raw(&s, &s.token, "PYSEC-2021-77").await.1, record, "[{b}]");
+    }
+}
+
+/// Records with unsafe text are refused one by one (the rest of the request
+/// goes on, on PostgreSQL too), and when several organizations hold an id,
+/// a caller reads its own organization's record before a public one.
+#[tokio::test]
+async fn feed_records_refuse_unsafe_text_and_prefer_the_callers_own() {
+    for mut s in common::servers().await {
+        let b = s.backend;
+        let acme = common::uid(&s.create_group(None, "acme").await);
+        let evil = common::uid(&s.create_group(None, "evil").await);
+        let nul = json!({"id": "NUL-1", "modified": "2021-01-01T00:00:00Z", "aliases": ["CVE-\u{0}"]});
+        let ok = json!({"id": "OK-1", "modified": "2021-01-01T00:00:00Z"});
+        let (status, resp) = s
+            .post(
+                "/vulnerabilities/v1/osv:import",
+                json!({"parentId": acme, "records": [ok.to_string(), nul.to_string()]}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {resp}");
+        assert_eq!(
+            (resp["created"].as_i64(), resp["rejected"].as_i64()),
+            (Some(1), Some(1)),
+            "[{b}] {resp}"
+        );
+
+        let mine = |org: &str| {
+            json!({"id": "PYSEC-1", "modified": "2021-01-01T00:00:00Z", "details": format!("as {org} keeps it")})
+                .to_string()
+        };
+        for org in [&acme, &evil] {
+            let (status, resp) = s
+                .post(
+                    "/vulnerabilities/v1/osv:import",
+                    json!({"parentId": org, "records": [mine(org)]}),
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK, "[{b}] {resp}");
+        }
+        s.config.public_advisories = vec![acme.clone()];
+        s.restart().await;
+        let (_, evil_member) = identity_with(&s, &evil, "member", &["CAP_ADVISORIES_LIST"]).await;
+        assert_eq!(
+            osv_raw(&s, &evil_member, "PYSEC-1").await.1,
+            mine(&evil),
+            "[{b}] its own first"
+        );
+        assert_eq!(
+            osv_raw(&s, "", "PYSEC-1").await.1,
+            mine(&acme),
+            "[{b}] anonymous: the public one"
+        );
+        let (_, nobody) = identity_with(&s, &evil, "nobody", &["CAP_IAM_GROUPS_LIST"]).await;
+        assert_eq!(
+            osv_raw(&s, &nobody, "PYSEC-1").await.1,
+            mine(&acme),
+            "[{b}] no rights: the public one"
+        );
+        assert_eq!(osv_raw(&s, &nobody, "OK-1").await.0, StatusCode::OK, "[{b}] public");
     }
 }

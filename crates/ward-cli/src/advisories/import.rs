@@ -40,6 +40,10 @@ const BATCH_RECORDS: usize = 1000;
 const BATCH_BYTES: usize = 4 << 20;
 /// The feed-record import endpoint.
 const OSV_IMPORT: &str = "/vulnerabilities/v1/osv:import";
+/// The largest feed record the server takes.
+const MAX_RECORD: usize = 1 << 20;
+/// Aliases and packages per request, at most (the server's bound).
+const BATCH_ROWS: usize = 20_000;
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
@@ -82,6 +86,7 @@ fn is_zip(path: &Path) -> bool {
 }
 
 fn importable(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
     name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json")
 }
 
@@ -148,8 +153,9 @@ enum Parsed {
     /// An `ImportDocument` (proto JSON) of advisories, and the advisories in
     /// it that could not be read.
     Document(Value, Vec<Rejection>),
-    /// An OSV feed record, as JSON text.
-    Record(String),
+    /// An OSV feed record, as JSON text, and how many aliases and packages
+    /// it lists (the server bounds them per request).
+    Record(String, usize),
 }
 
 /// Whether advisory-schema-or-OSV YAML is an OSV record: it has a top-level
@@ -157,6 +163,16 @@ enum Parsed {
 fn is_osv_yaml(text: &str) -> bool {
     let top = |key: &str| text.lines().any(|l| l.starts_with(key));
     top("id:") && !top("advisories:")
+}
+
+/// A record's id, as far as it has one (for a refusal's report).
+fn osv_id(v: &Value) -> String {
+    v.get("id")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .chars()
+        .take(128)
+        .collect()
 }
 
 /// Reads one file's (or entry's) text by its name.
@@ -172,9 +188,16 @@ fn parse(name: &str, text: String) -> Result<Parsed, Rejection> {
             Some(t) => t,
             None => serde_json::to_string(&v).map_err(|e| Rejection::file(format!("not JSON: {e}")))?,
         };
-        Ok(Parsed::Record(json))
+        if json.len() > MAX_RECORD {
+            return Err(Rejection {
+                advisory_id: osv_id(&v),
+                reason: "larger than 1 MiB, the most a feed record may be".into(),
+            });
+        }
+        let count = |key: &str| v.get(key).and_then(Value::as_array).map_or(0, Vec::len);
+        Ok(Parsed::Record(json, count("aliases") + count("affected")))
     };
-    if name.ends_with(".json") {
+    if name.to_ascii_lowercase().ends_with(".json") {
         let v: Value = serde_json::from_str(&text).map_err(|e| Rejection::file(format!("not JSON: {e}")))?;
         if !v.is_object() {
             return Err(Rejection::file("not an OSV record (a JSON object)".into()));
@@ -182,12 +205,7 @@ fn parse(name: &str, text: String) -> Result<Parsed, Rejection> {
         return record(v, Some(text));
     }
     if is_osv_yaml(&text) {
-        let v: Value =
-            yaml_serde::from_str(&text).map_err(|e| Rejection::file(format!("not an OSV record in YAML: {e}")))?;
-        if !v.is_object() {
-            return Err(Rejection::file("not an OSV record (a YAML mapping)".into()));
-        }
-        return record(v, None);
+        return record(osv::yaml_record(&text)?, None);
     }
     let (doc, rejected) = yaml::document(name, &text)?;
     check(&doc)?;
@@ -364,6 +382,8 @@ struct Importer {
     doc_bytes: usize,
     records: Vec<String>,
     record_bytes: usize,
+    /// Aliases and packages the waiting records list.
+    record_rows: usize,
     /// Where the waiting records came from (the file or archive given).
     record_source: String,
     report: Report,
@@ -388,18 +408,21 @@ impl Importer {
                 self.docs.push(doc);
                 self.doc_bytes += size;
             }
-            Ok(Parsed::Record(text)) => {
+            Ok(Parsed::Record(text, rows)) => {
                 // Escaped inside a JSON string, a record grows a little.
                 let size = text.len() + text.len() / 8;
-                if self.records.len() >= BATCH_RECORDS
-                    || (!self.records.is_empty() && self.record_bytes + size > BATCH_BYTES)
-                    || (!self.records.is_empty() && self.record_source != origin)
+                if !self.records.is_empty()
+                    && (self.records.len() >= BATCH_RECORDS
+                        || self.record_bytes + size > BATCH_BYTES
+                        || self.record_rows + rows > BATCH_ROWS
+                        || self.record_source != origin)
                 {
                     self.send_records().await?;
                 }
                 origin.clone_into(&mut self.record_source);
                 self.records.push(text);
                 self.record_bytes += size;
+                self.record_rows += rows;
             }
         }
         Ok(())
@@ -460,6 +483,7 @@ impl Importer {
             "dryRun": self.dry_run,
         });
         self.record_bytes = 0;
+        self.record_rows = 0;
         let what = format!("importing {n} OSV record(s) from {}", self.record_source);
         self.dispatch(OSV_IMPORT.to_owned(), body, n as u64, what).await
     }
@@ -540,6 +564,7 @@ pub async fn run(client: &Client, format: Format, args: ImportArgs) -> anyhow::R
         doc_bytes: 0,
         records: Vec::new(),
         record_bytes: 0,
+        record_rows: 0,
         record_source: String::new(),
         report: Report::default(),
         bar: progress(items(&files)),
@@ -641,14 +666,17 @@ mod routing {
         let json = r#"{"id": "PYSEC-2021-19", "modified": "2021-03-01T12:00:00Z",
             "affected": [{"package": {"ecosystem": "PyPI", "name": "pillow"}}]}"#;
         match parse("PYSEC-2021-19.json", json.to_owned()) {
-            Ok(Parsed::Record(t)) => assert_eq!(t, json, "byte for byte"),
+            Ok(Parsed::Record(t, rows)) => {
+                assert_eq!(t, json, "byte for byte");
+                assert_eq!(rows, 1);
+            }
             _ => panic!("a PyPI record is a feed record"),
         }
         // PyPA keeps OSV as YAML; timestamps stay the text they were.
         let yaml = "id: PYSEC-2023-1\nmodified: 2023-07-12T12:59:56.73368Z\npublished: '2023-01-01T00:00:00Z'\n\
                     affected:\n- package:\n    ecosystem: PyPI\n    name: x\n  versions: ['1.0', '1.1']\n";
         match parse("PYSEC-2023-1.yaml", yaml.to_owned()) {
-            Ok(Parsed::Record(t)) => {
+            Ok(Parsed::Record(t, _)) => {
                 let v: Value = serde_json::from_str(&t).unwrap();
                 assert_eq!(v["modified"], "2023-07-12T12:59:56.73368Z");
                 assert_eq!(v["published"], "2023-01-01T00:00:00Z");

@@ -29,6 +29,150 @@ fn push_new(list: &mut Vec<String>, v: &str) {
     }
 }
 
+/// The string fields of an OSV record, read from YAML as their text. YAML
+/// reads a plain `1.10` as the number 1.1 and `0x10` as 16; OSV's versions,
+/// ids and times are strings, so they are taken as written and laid over
+/// the generic conversion. Unknown fields are not read here.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct YamlStrings {
+    id: Option<String>,
+    modified: Option<String>,
+    published: Option<String>,
+    withdrawn: Option<String>,
+    schema_version: Option<String>,
+    summary: Option<String>,
+    details: Option<String>,
+    aliases: Option<Vec<String>>,
+    related: Option<Vec<String>>,
+    upstream: Option<Vec<String>>,
+    affected: Option<Vec<YamlAffected>>,
+    severity: Option<Vec<YamlSeverity>>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct YamlAffected {
+    package: Option<YamlPackage>,
+    ranges: Option<Vec<YamlRange>>,
+    versions: Option<Vec<String>>,
+    severity: Option<Vec<YamlSeverity>>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct YamlPackage {
+    ecosystem: Option<String>,
+    name: Option<String>,
+    purl: Option<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct YamlRange {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    repo: Option<String>,
+    events: Option<Vec<std::collections::BTreeMap<String, String>>>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct YamlSeverity {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    score: Option<String>,
+}
+
+/// Sets `v[key]` to `text` when the record has that key.
+fn lay(v: &mut Value, key: &str, text: Option<String>) {
+    if let (Some(t), Some(slot)) = (text, v.get_mut(key)) {
+        *slot = Value::String(t);
+    }
+}
+
+fn lay_list(v: &mut Value, key: &str, list: Option<Vec<String>>) {
+    if let (Some(l), Some(slot)) = (list, v.get_mut(key)) {
+        *slot = Value::Array(l.into_iter().map(Value::String).collect());
+    }
+}
+
+fn lay_severity(v: &mut Value, list: Option<Vec<YamlSeverity>>) {
+    for (s, slot) in list.unwrap_or_default().into_iter().zip(
+        v.get_mut("severity")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten(),
+    ) {
+        lay(slot, "type", s.kind);
+        lay(slot, "score", s.score);
+    }
+}
+
+/// An OSV record in YAML as JSON: its structure by YAML's rules, its string
+/// fields (ids, times, aliases, package names, range events, versions,
+/// severity scores) exactly as written.
+pub fn yaml_record(text: &str) -> Result<Value, Rejection> {
+    let bad = |e: yaml_serde::Error| Rejection::file(format!("not an OSV record in YAML: {e}"));
+    let mut v: Value = yaml_serde::from_str(text).map_err(bad)?;
+    if !v.is_object() {
+        return Err(Rejection::file("not an OSV record (a YAML mapping)".into()));
+    }
+    let s: YamlStrings = yaml_serde::from_str(text).map_err(bad)?;
+    for (key, text) in [
+        ("id", s.id),
+        ("modified", s.modified),
+        ("published", s.published),
+        ("withdrawn", s.withdrawn),
+        ("schema_version", s.schema_version),
+        ("summary", s.summary),
+        ("details", s.details),
+    ] {
+        lay(&mut v, key, text);
+    }
+    lay_list(&mut v, "aliases", s.aliases);
+    lay_list(&mut v, "related", s.related);
+    lay_list(&mut v, "upstream", s.upstream);
+    lay_severity(&mut v, s.severity);
+    let affected = v.get_mut("affected").and_then(Value::as_array_mut);
+    for (a, slot) in s
+        .affected
+        .unwrap_or_default()
+        .into_iter()
+        .zip(affected.into_iter().flatten())
+    {
+        if let (Some(p), Some(pslot)) = (a.package, slot.get_mut("package")) {
+            lay(pslot, "ecosystem", p.ecosystem);
+            lay(pslot, "name", p.name);
+            lay(pslot, "purl", p.purl);
+        }
+        lay_list(slot, "versions", a.versions);
+        lay_severity(slot, a.severity);
+        let ranges = slot.get_mut("ranges").and_then(Value::as_array_mut);
+        for (r, rslot) in a
+            .ranges
+            .unwrap_or_default()
+            .into_iter()
+            .zip(ranges.into_iter().flatten())
+        {
+            lay(rslot, "type", r.kind);
+            lay(rslot, "repo", r.repo);
+            let events = rslot.get_mut("events").and_then(Value::as_array_mut);
+            for (e, eslot) in r
+                .events
+                .unwrap_or_default()
+                .into_iter()
+                .zip(events.into_iter().flatten())
+            {
+                for (k, t) in e {
+                    lay(eslot, &k, Some(t));
+                }
+            }
+        }
+    }
+    Ok(v)
+}
+
 /// Whether an OSV record describes Ward's own kind of advisory (an apk
 /// package of the Chainguard or Wolfi ecosystem, or a CGA id): those become
 /// advisories, with a review. Records of every other ecosystem are imported
@@ -166,6 +310,37 @@ pub fn document_of(source: &str, osv: &Value) -> Result<Value, Rejection> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn yaml_strings_stay_as_written() {
+        let text = [
+            "id: PYSEC-Y1",
+            "modified: 2023-06-05T16:25:53.09385Z",
+            "aliases: [CVE-2023-1]",
+            "affected:",
+            "- package: {ecosystem: PyPI, name: 1.0}",
+            "  ranges:",
+            "  - type: ECOSYSTEM",
+            "    events:",
+            "    - introduced: 0",
+            "    - fixed: 1.10",
+            "    - last_affected: 2.0e1",
+            "  versions: [1.0, 0x10, '2.0']",
+            "database_specific: {count: 3}",
+        ]
+        .join("\n");
+        let text = text.as_str();
+        let v = yaml_record(text).unwrap();
+        assert_eq!(v["modified"], "2023-06-05T16:25:53.09385Z");
+        assert_eq!(v["affected"][0]["package"]["name"], "1.0");
+        assert_eq!(
+            v["affected"][0]["ranges"][0]["events"],
+            json!([{"introduced": "0"}, {"fixed": "1.10"}, {"last_affected": "2.0e1"}])
+        );
+        assert_eq!(v["affected"][0]["versions"], json!(["1.0", "0x10", "2.0"]));
+        assert_eq!(v["database_specific"]["count"], 3, "free-form fields by YAML's rules");
+        assert!(yaml_record("- a\n- b\n").is_err());
+    }
 
     fn osv(id: &str, affected: Value) -> String {
         json!({

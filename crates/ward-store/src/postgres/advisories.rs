@@ -608,29 +608,20 @@ impl AdvisoryStore for PostgresStore {
         Ok(out)
     }
 
-    async fn feed_records_by_id(&self, id: &str) -> Result<Vec<FeedRecord>> {
-        let rows: Vec<(String, String, i64, Option<i64>, String, String, String)> = sqlx::query_as(
-            "SELECT parent_uid, id, modified, withdrawn, aliases, body, digest FROM feed_records \
-             WHERE id = $1 ORDER BY parent_uid",
-        )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| db_err("feed records by id", e))?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(parent_uid, id, modified, withdrawn, aliases, body, digest)| FeedRecord {
-                    parent_uid,
-                    id,
-                    modified,
-                    withdrawn,
-                    aliases: alias_list(&aliases),
-                    packages: Vec::new(),
-                    body,
-                    digest,
-                },
-            )
-            .collect())
+    async fn feed_record_groups(&self, id: &str) -> Result<Vec<String>> {
+        sqlx::query_scalar("SELECT parent_uid FROM feed_records WHERE id = $1 ORDER BY parent_uid")
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| db_err("feed record groups", e))
+    }
+
+    async fn feed_record_body(&self, parent_uid: &str, id: &str) -> Result<Option<String>> {
+        sqlx::query_scalar("SELECT body FROM feed_records WHERE parent_uid = $1 AND id = $2")
+            .bind(parent_uid)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| db_err("feed record", e))
     }
 }

@@ -626,30 +626,22 @@ impl AdvisoryStore for SqliteStore {
         .await?
     }
 
-    async fn feed_records_by_id(&self, id: &str) -> Result<Vec<FeedRecord>> {
+    async fn feed_record_groups(&self, id: &str) -> Result<Vec<String>> {
         let id = id.to_owned();
-        self.read("feed records by id", move |c| {
-            let mut out = Vec::new();
-            let mut st = c.prepare_cached(
-                "SELECT parent_uid, id, modified, withdrawn, aliases, body, digest FROM feed_records \
-                 WHERE id = ?1 ORDER BY parent_uid",
-            )?;
-            let rows = st.query_map([id.as_str()], |r| {
-                Ok(FeedRecord {
-                    parent_uid: r.get(0)?,
-                    id: r.get(1)?,
-                    modified: r.get(2)?,
-                    withdrawn: r.get(3)?,
-                    aliases: alias_list(&r.get::<_, String>(4)?),
-                    packages: Vec::new(),
-                    body: r.get(5)?,
-                    digest: r.get(6)?,
-                })
-            })?;
-            for r in rows {
-                out.push(r?);
-            }
-            Ok(out)
+        self.read("feed record groups", move |c| {
+            c.prepare_cached("SELECT parent_uid FROM feed_records WHERE id = ?1 ORDER BY parent_uid")?
+                .query_map([id.as_str()], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()
+        })
+        .await
+    }
+
+    async fn feed_record_body(&self, parent_uid: &str, id: &str) -> Result<Option<String>> {
+        let (parent, id) = (parent_uid.to_owned(), id.to_owned());
+        self.read("feed record", move |c| {
+            c.prepare_cached("SELECT body FROM feed_records WHERE parent_uid = ?1 AND id = ?2")?
+                .query_row([parent.as_str(), id.as_str()], |r| r.get(0))
+                .optional()
         })
         .await
     }

@@ -32,12 +32,23 @@ pub const MAX_ID: usize = 128;
 pub const MAX_RECORD_LIST: usize = 1000;
 /// Longest alias, ecosystem or package name.
 pub const MAX_RECORD_NAME: usize = 512;
+/// Most aliases and packages all records of one request may list together:
+/// each is an index row, and one request's rows are written while other
+/// writes wait.
+pub const MAX_INDEX_ROWS: usize = 20_000;
+/// Records stored per transaction.
+const STORE_CHUNK: usize = 100;
+/// How far ahead `modified` and `withdrawn` may be: a record dated far in
+/// the future could never be updated by its feed again.
+const MAX_AHEAD_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// The kind named in NOT_FOUND answers for a feed record.
 pub const FEED_RECORD_TYPE: &str = "osv record";
 
 /// Whether `id` is an OSV id Ward keeps: ASCII letters, digits and `-._:`,
-/// at most [`MAX_ID`] bytes. It appears in paths (`/osv/<id>.json`).
+/// at most [`MAX_ID`] bytes. It appears in paths (`/osv/<id>.json`), so the
+/// names that path gives other meanings are not ids: `all` (the exports)
+/// and CGA ids (Ward's own advisories).
 pub fn is_record_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_ID
@@ -45,28 +56,40 @@ pub fn is_record_id(id: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b':'))
         && !id.starts_with('.')
+        && !id.eq_ignore_ascii_case("all")
+        && !ward_core::advisory::is_cga(id)
 }
 
-fn millis(field: &str, v: &Value) -> std::result::Result<i64, String> {
+fn millis(field: &str, v: &Value, now_ms: i64) -> std::result::Result<i64, String> {
     let s = v
         .as_str()
         .ok_or_else(|| format!("`{field}` must be an RFC 3339 time string"))?;
-    chrono::DateTime::parse_from_rfc3339(s)
+    let ms = chrono::DateTime::parse_from_rfc3339(s)
         .map(|t| t.timestamp_millis())
-        .map_err(|_| format!("`{field}` is not an RFC 3339 time: {:?}", ward_core::names::echo(s)))
+        .map_err(|_| format!("`{field}` is not an RFC 3339 time: {:?}", ward_core::names::echo(s)))?;
+    if ms > now_ms.saturating_add(MAX_AHEAD_MS) {
+        return Err(format!("`{field}` is more than a day in the future"));
+    }
+    Ok(ms)
 }
 
+/// A string Ward indexes: safe text (no control, bidirectional-override or
+/// zero-width characters) of at most [`MAX_RECORD_NAME`] bytes.
 fn bounded_str<'a>(v: &'a Value, what: &str) -> std::result::Result<&'a str, String> {
-    match v.as_str() {
-        Some(s) if s.len() <= MAX_RECORD_NAME => Ok(s),
-        Some(_) => Err(format!("{what} is longer than {MAX_RECORD_NAME} bytes")),
-        None => Err(format!("{what} must be a string")),
+    let Some(s) = v.as_str() else {
+        return Err(format!("{what} must be a string"));
+    };
+    let mut bad = Vec::new();
+    ward_core::names::check_text(what, s, MAX_RECORD_NAME, &mut bad);
+    match bad.first() {
+        None => Ok(s),
+        Some(v) => Err(v.description.clone()),
     }
 }
 
 /// Checks one record and reads what Ward indexes from it. The error is the
 /// reason it is refused (with its id when it has a usable one).
-pub fn parse_record(parent_uid: &str, body: String) -> std::result::Result<FeedRecord, (String, String)> {
+pub fn parse_record(parent_uid: &str, body: String, now_ms: i64) -> std::result::Result<FeedRecord, (String, String)> {
     if body.len() > MAX_RECORD_BYTES {
         return Err((
             String::new(),
@@ -83,7 +106,8 @@ pub fn parse_record(parent_uid: &str, body: String) -> std::result::Result<FeedR
             return Err((
                 String::new(),
                 format!(
-                    "id {:?} is not an OSV id (letters, digits and -._: only, at most {MAX_ID} bytes)",
+                    "id {:?} is not an OSV feed id (letters, digits and -._: only, at most {MAX_ID} bytes; \
+                     not `all` nor a CGA id)",
                     ward_core::names::echo(id)
                 ),
             ));
@@ -91,10 +115,10 @@ pub fn parse_record(parent_uid: &str, body: String) -> std::result::Result<FeedR
         None => return Err((String::new(), "an OSV record needs an `id` string".into())),
     };
     let fail = |reason: String| (id.clone(), reason);
-    let modified = millis("modified", o.get("modified").unwrap_or(&Value::Null)).map_err(fail)?;
+    let modified = millis("modified", o.get("modified").unwrap_or(&Value::Null), now_ms).map_err(fail)?;
     let withdrawn = match o.get("withdrawn") {
         None | Some(Value::Null) => None,
-        Some(w) => Some(millis("withdrawn", w).map_err(fail)?),
+        Some(w) => Some(millis("withdrawn", w, now_ms).map_err(fail)?),
     };
     let mut aliases = Vec::new();
     if let Some(list) = o.get("aliases").filter(|a| !a.is_null()) {
@@ -164,11 +188,12 @@ impl Ward {
         }
         let source: String = req.source.chars().take(1024).collect();
         let parent_uid = parent.as_str().to_owned();
+        let now = self.clock.now_millis();
         // Parsing up to 16 MiB of JSON is CPU work: off the async workers.
         let parsed = tokio::task::spawn_blocking(move || {
             req.records
                 .into_iter()
-                .map(|body| parse_record(&parent_uid, body))
+                .map(|body| parse_record(&parent_uid, body, now))
                 .collect::<Vec<_>>()
         })
         .await
@@ -176,6 +201,7 @@ impl Ward {
         let mut resp = ImportResponse::default();
         let mut records = Vec::new();
         let mut seen = std::collections::HashSet::new();
+        let mut rows = 0;
         for p in parsed {
             match p {
                 Ok(r) if !seen.insert(r.id.clone()) => resp.results.push(result(
@@ -184,7 +210,21 @@ impl Ward {
                     Outcome::Rejected,
                     "the request carries this record twice".into(),
                 )),
-                Ok(r) => records.push(r),
+                Ok(r) if rows + r.aliases.len() + r.packages.len() > MAX_INDEX_ROWS => {
+                    resp.results.push(result(
+                        &source,
+                        &r.id,
+                        Outcome::Rejected,
+                        format!(
+                            "the request's records list more than {MAX_INDEX_ROWS} aliases and packages \
+                             together; send this one in another request"
+                        ),
+                    ));
+                }
+                Ok(r) => {
+                    rows += r.aliases.len() + r.packages.len();
+                    records.push(r);
+                }
                 Err((id, why)) => resp.results.push(result(&source, &id, Outcome::Rejected, why)),
             }
         }
@@ -193,11 +233,16 @@ impl Ward {
                 resp.results
                     .push(result(&source, &r.id, Outcome::Unspecified, String::new()));
             }
-        } else if !records.is_empty() {
-            let outcomes = self
-                .store
-                .import_feed_records(parent.as_str(), &records, self.clock.now_millis())
-                .await?;
+        } else {
+            // Short transactions: other writes wait for each one.
+            let mut outcomes = Vec::with_capacity(records.len());
+            for chunk in records.chunks(STORE_CHUNK) {
+                outcomes.extend(
+                    self.store
+                        .import_feed_records(parent.as_str(), chunk, self.clock.now_millis())
+                        .await?,
+                );
+            }
             for (o, r) in outcomes.into_iter().zip(&records) {
                 let outcome = match o {
                     FeedOutcome::Created => Outcome::Created,
@@ -212,31 +257,38 @@ impl Ward {
         Ok(resp)
     }
 
-    /// A feed record's body as imported, by id: the first (by group uid) of
-    /// the groups `caller` may read (anonymous: the public ones).
+    /// A feed record's body as imported, by id. The caller's own groups
+    /// (where it may list advisories) come first, then the public ones
+    /// (`--public-advisories`); within each, the first by group uid. Only
+    /// the groups holding the id are read before the choice, and only the
+    /// chosen record's body after it.
     pub async fn feed_record(&self, caller: Option<&Caller>, id: &str) -> Result<String> {
         let not_found = || Error::not_found(FEED_RECORD_TYPE, id);
         if !is_record_id(id) {
             return Err(not_found());
         }
-        let scopes = self.feed_scopes(caller);
-        let visible = |parent: &str| {
-            scopes.as_ref().is_none_or(|s| {
-                s.iter().any(|g| {
-                    parent == g.as_str()
-                        || parent
-                            .strip_prefix(g.as_str())
-                            .is_some_and(|rest| rest.starts_with('/'))
-                })
+        let own: Option<Option<Vec<Uidp>>> = caller.map(|c| self.visible_scopes(c, rpc::LIST_ADVISORIES.capability));
+        let within = |scopes: &[Uidp], parent: &str| {
+            scopes.iter().any(|g| {
+                parent == g.as_str()
+                    || parent
+                        .strip_prefix(g.as_str())
+                        .is_some_and(|rest| rest.starts_with('/'))
             })
         };
-        self.store
-            .feed_records_by_id(id)
-            .await?
-            .into_iter()
-            .find(|r| visible(&r.parent_uid))
-            .map(|r| r.body)
-            .ok_or_else(not_found)
+        let groups = self.store.feed_record_groups(id).await?;
+        let chosen = groups
+            .iter()
+            .find(|p| match &own {
+                Some(None) => true,
+                Some(Some(scopes)) => within(scopes, p),
+                None => false,
+            })
+            .or_else(|| groups.iter().find(|p| within(&self.public_advisories, p)));
+        let Some(parent) = chosen else {
+            return Err(not_found());
+        };
+        self.store.feed_record_body(parent, id).await?.ok_or_else(not_found)
     }
 
     pub async fn get_advisory_flags(&self, caller: &Caller, req: GetAdvisoryFlagsRequest) -> Result<AdvisoryFlags> {
@@ -270,7 +322,8 @@ mod tests {
         let body = r#"{"id":"PYSEC-2021-19","modified":"2021-03-01T12:00:00Z","aliases":["CVE-2021-1","CVE-2021-1","GHSA-x"],
             "affected":[{"package":{"ecosystem":"PyPI","name":"Pillow"},"ranges":[{"type":"ECOSYSTEM","events":[{"introduced":"0"},{"fixed":"8.1.1"}]}]},
                         {"package":{"ecosystem":"PyPI","name":"Pillow"}}]}"#;
-        let r = parse_record("g", body.to_owned()).unwrap();
+        let now = 1_800_000_000_000;
+        let r = parse_record("g", body.to_owned(), now).unwrap();
         assert_eq!(r.id, "PYSEC-2021-19");
         assert_eq!(r.body, body, "kept byte for byte");
         assert_eq!(r.aliases, ["CVE-2021-1", "GHSA-x"]);
@@ -281,6 +334,7 @@ mod tests {
         let w = parse_record(
             "g",
             r#"{"id":"A-1","modified":"2021-03-01T12:00:00Z","withdrawn":"2021-04-01T00:00:00.5+02:00"}"#.into(),
+            now,
         )
         .unwrap();
         assert_eq!(w.withdrawn, Some(1_617_228_000_500));
@@ -289,7 +343,27 @@ mod tests {
             ("[]", "a JSON object"),
             ("{", "not JSON"),
             (r#"{"modified":"2021-03-01T12:00:00Z"}"#, "needs an `id`"),
-            (r#"{"id":"../x","modified":"2021-03-01T12:00:00Z"}"#, "not an OSV id"),
+            (
+                r#"{"id":"../x","modified":"2021-03-01T12:00:00Z"}"#,
+                "not an OSV feed id",
+            ),
+            (
+                r#"{"id":"all","modified":"2021-03-01T12:00:00Z"}"#,
+                "not an OSV feed id",
+            ),
+            (
+                r#"{"id":"CGA-f73f-594w-h296","modified":"2021-03-01T12:00:00Z"}"#,
+                "not an OSV feed id",
+            ),
+            (r#"{"id":"A-1","modified":"9999-12-31T23:59:59Z"}"#, "in the future"),
+            (
+                r#"{"id":"A-1","modified":"2021-03-01T12:00:00Z","aliases":["CVE-\u0000"]}"#,
+                "control",
+            ),
+            (
+                r#"{"id":"A-1","modified":"2021-03-01T12:00:00Z","affected":[{"package":{"ecosystem":"PyPI","name":"a\u202eb"}}]}"#,
+                "control",
+            ),
             (r#"{"id":"A-1"}"#, "`modified`"),
             (r#"{"id":"A-1","modified":"yesterday"}"#, "not an RFC 3339"),
             (
@@ -301,12 +375,12 @@ mod tests {
                 "must be a string",
             ),
         ] {
-            let (_, reason) = parse_record("g", bad.into()).unwrap_err();
+            let (_, reason) = parse_record("g", bad.into(), now).unwrap_err();
             assert!(reason.contains(why), "{bad}: {reason}");
         }
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         assert!(
-            parse_record("g", deep).is_err(),
+            parse_record("g", deep, now).is_err(),
             "deep nesting is refused, not a stack overflow"
         );
     }
@@ -321,7 +395,17 @@ mod tests {
         ] {
             assert!(is_record_id(ok), "{ok}");
         }
-        for bad in ["", ".hidden", "a/b", "a b", "a%2f", &"x".repeat(MAX_ID + 1)] {
+        for bad in [
+            "",
+            ".hidden",
+            "a/b",
+            "a b",
+            "a%2f",
+            "all",
+            "ALL",
+            "CGA-f73f-594w-h296",
+            &"x".repeat(MAX_ID + 1),
+        ] {
             assert!(!is_record_id(bad), "{bad}");
         }
     }

@@ -78,8 +78,14 @@ pub fn keep_what_is_valid(a: &mut Advisory, prefix: &str) -> Vec<FlagRecord> {
     f.cut("component_name", &mut a.component_name, MAX_NAME);
     f.cut("component_type", &mut a.component_type, MAX_NAME);
     f.cut("component_location", &mut a.component_location, MAX_LOCATION);
-    for (i, e) in a.events.iter_mut().enumerate() {
-        let at = |name: &str| format!("events[{i}].{name}");
+    for e in &mut a.events {
+        // An event is named by its time and type, not its position: a
+        // later import of a longer history names it the same.
+        let when = chrono::DateTime::from_timestamp_millis(e.create_time.as_ref().map_or(0, |t| t.to_millis()))
+            .unwrap_or_default()
+            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+        let kind = e.r#type.as_ref().map_or("", |t| super::kind_of(t).schema_name());
+        let at = |name: &str| format!("events[{when} {kind}].{name}");
         match &mut e.r#type {
             Some(T::Detection(d)) => match &mut d.r#type {
                 Some(detection::Type::Scanv1(s)) => {
@@ -183,8 +189,14 @@ mod tests {
             got,
             [
                 (TRUNCATED, "advisories[3].component_location"),
-                (UNORDERABLE_VERSION, "advisories[3].events[0].fixed.fixed_version"),
-                (TRUNCATED, "advisories[3].events[2].detection.scanv1.component_location"),
+                (
+                    UNORDERABLE_VERSION,
+                    "advisories[3].events[1970-01-01T00:00:00Z fixed].fixed.fixed_version"
+                ),
+                (
+                    TRUNCATED,
+                    "advisories[3].events[1970-01-01T00:00:00Z detection].detection.scanv1.component_location"
+                ),
             ]
         );
         assert_eq!(a.component_location.len(), MAX_LOCATION);
