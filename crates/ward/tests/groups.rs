@@ -546,8 +546,16 @@ async fn patch_semantics() {
         assert!(g["updateTime"].as_str() > last["updateTime"].as_str(), "[{b}]");
         last = g;
 
-        // Explicit mask: a name in the body is ignored (even an invalid one).
-        for (key, name) in [("updateMask", "ignored"), ("update_mask", "IGNORED NAME")] {
+        // Explicit mask: a name in the body outside it is not written, but one
+        // that breaks the schema is refused, as the published schema says.
+        let (status, body) = s
+            .patch(
+                &format!("{path}?updateMask=description"),
+                json!({ "name": "IGNORED NAME" }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "[{b}] {body}");
+        for (key, name) in [("updateMask", "ignored"), ("update_mask", "ignored-too")] {
             tick();
             let d = format!("via {key}");
             let (status, g) = s

@@ -658,14 +658,22 @@ async fn identities_patch_and_delete() {
         );
         assert_eq!(get_ok(&s, &path).await, p, "[{b}] stored as returned");
 
-        // A mask naming description: everything else in the body is ignored,
-        // even invalid values.
+        // A mask naming description: everything else in the body is not
+        // written (an unparsable pattern outside it is not even compiled); a
+        // name that breaks its published schema is refused all the same.
+        let (status, bad) = s
+            .patch(
+                &format!("{path}?updateMask=description"),
+                json!({ "name": "BAD NAME", "description": "masked" }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "[{b}] {bad}");
         tick();
         let (status, p2) = s
             .patch(
                 &format!("{path}?updateMask=description"),
                 json!({
-                    "name": "BAD NAME",
+                    "name": "other",
                     "description": "masked",
                     "claimMatch": { "issuerPattern": "(" },
                 }),

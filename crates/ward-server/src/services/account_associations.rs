@@ -452,12 +452,16 @@ impl Ward {
         self.authorize(caller, &rpc::UPDATE_ACCOUNT_ASSOCIATION, &uid)?;
         let mut bad = Vec::new();
         let mut patch = AccountAssociationPatch::default();
-        if mask.contains("name") {
+        // A field outside the mask is not written, but a value that breaks
+        // its schema is still refused (a strict client expects the 400).
+        if mask.contains("name") || !a.name.is_empty() {
             check_name("name", &a.name, &mut bad);
+        }
+        if mask.contains("name") {
             patch.name = Some(a.name.clone());
         }
+        check_description("description", &a.description, &mut bad);
         if mask.contains("description") {
-            check_description("description", &a.description, &mut bad);
             patch.description = Some(a.description.clone());
         }
         let bindings = check_sections(&a, Some(&mask), &mut bad);

@@ -274,12 +274,16 @@ impl Ward {
         )?;
         let mut bad = Vec::new();
         let mut patch = GroupPatch::default();
-        if mask.contains("name") {
+        // A field outside the mask is not written, but a value that breaks
+        // its schema is still refused (a strict client expects the 400).
+        if mask.contains("name") || !group.name.is_empty() {
             check_name("name", &group.name, &mut bad);
+        }
+        if mask.contains("name") {
             patch.name = Some(group.name);
         }
+        check_description("description", &group.description, &mut bad);
         if mask.contains("description") {
-            check_description("description", &group.description, &mut bad);
             patch.description = Some(group.description);
         }
         if !bad.is_empty() {

@@ -554,12 +554,16 @@ impl Ward {
         };
         let mut bad = Vec::new();
         let mut patch = IdentityPatch::default();
-        if mask.contains("name") {
+        // A field outside the mask is not written, but a value that breaks
+        // its schema is still refused (a strict client expects the 400).
+        if mask.contains("name") || !identity.name.is_empty() {
             check_name("name", &identity.name, &mut bad);
+        }
+        if mask.contains("name") {
             patch.name = Some(identity.name);
         }
+        check_description("description", &identity.description, &mut bad);
         if mask.contains("description") {
-            check_description("description", &identity.description, &mut bad);
             patch.description = Some(identity.description);
         }
         if mask.contains("company") {

@@ -155,12 +155,16 @@ impl Ward {
         let mut bad = Vec::new();
         let mut patch = RolePatch::default();
         let mut caps = None;
-        if mask.contains("name") {
+        // A field outside the mask is not written, but a value that breaks
+        // its schema is still refused (a strict client expects the 400).
+        if mask.contains("name") || !role.name.is_empty() {
             check_name("name", &role.name, &mut bad);
+        }
+        if mask.contains("name") {
             patch.name = Some(role.name);
         }
+        check_description("description", &role.description, &mut bad);
         if mask.contains("description") {
-            check_description("description", &role.description, &mut bad);
             patch.description = Some(role.description);
         }
         if mask.contains("capabilities") {

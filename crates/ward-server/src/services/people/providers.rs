@@ -341,12 +341,16 @@ impl Ward {
         let org = Uidp::parse("parent", &current.parent_uid)?;
         let mut bad = Vec::new();
         let mut patch = IdentityProviderPatch::default();
-        if mask.contains("name") {
+        // A field outside the mask is not written, but a value that breaks
+        // its schema is still refused (a strict client expects the 400).
+        if mask.contains("name") || !idp.name.is_empty() {
             check_name("name", &idp.name, &mut bad);
+        }
+        if mask.contains("name") {
             patch.name = Some(idp.name.clone());
         }
+        check_description("description", &idp.description, &mut bad);
         if mask.contains("description") {
-            check_description("description", &idp.description, &mut bad);
             patch.description = Some(idp.description.clone());
         }
         let mut oidc = stored_oidc(&current)?;

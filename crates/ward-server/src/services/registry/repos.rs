@@ -155,12 +155,16 @@ impl Ward {
         )?;
         let mut bad = Vec::new();
         let mut patch = RepoPatch::default();
-        if mask.contains("name") {
+        // A field outside the mask is not written, but a value that breaks
+        // its schema is still refused (a strict client expects the 400).
+        if mask.contains("name") || !repo.name.is_empty() {
             check_repo_name("name", &repo.name, &mut bad);
+        }
+        if mask.contains("name") {
             patch.name = Some(repo.name);
         }
+        check_description("description", &repo.description, &mut bad);
         if mask.contains("description") {
-            check_description("description", &repo.description, &mut bad);
             patch.description = Some(repo.description);
         }
         if mask.contains("catalog_tier") {
