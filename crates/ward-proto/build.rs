@@ -84,6 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ".chainguard.platform.iam",
             ".chainguard.platform.registry",
             ".chainguard.platform.advisory",
+            ".chainguard.platform.tenant",
             ".chainguard.platform.ping",
         ])?;
     Ok(())

@@ -21,6 +21,7 @@ pub mod registry;
 pub mod resource;
 pub mod role_bindings;
 pub mod roles;
+pub mod vulns;
 
 pub use client::Client;
 pub use output::{sanitize, sanitize_error};

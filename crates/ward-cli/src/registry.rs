@@ -63,6 +63,14 @@ pub enum RegistryCommand {
     /// Pull tokens: credentials that may only pull from one group's repos.
     #[command(subcommand)]
     PullToken(PullTokenCommand),
+    /// An image's vulnerability report (by severity), or `affected ID`: every
+    /// image a vulnerability or alias affects.
+    Vulns(crate::vulns::VulnsArgs),
+    /// An image's packages (from its SBOM, or read from its layers).
+    Sbom {
+        /// `[registry/][org/]repo:tag` or `…@sha256:…`.
+        image: String,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -163,6 +171,8 @@ pub async fn run(conn: &Connection, cmd: RegistryCommand) -> anyhow::Result<()> 
         RegistryCommand::Repos(c) => repos(&client, format, c).await,
         RegistryCommand::Tags(c) => tags(&client, format, c).await,
         RegistryCommand::PullToken(c) => pull_token(conn, &client, format, c).await,
+        RegistryCommand::Vulns(args) => crate::vulns::run(&client, format, args).await,
+        RegistryCommand::Sbom { image } => crate::vulns::sbom(&client, format, &image).await,
     }
 }
 

@@ -12,10 +12,13 @@ pub mod error;
 pub mod fieldmask;
 pub mod listing;
 pub mod names;
+pub mod osv_range;
 pub mod pagetoken;
 pub mod pattern;
 pub mod registry;
 pub mod rpc;
+pub mod severity;
 pub mod uidp;
+pub mod versions;
 
 pub use error::{Error, Result};

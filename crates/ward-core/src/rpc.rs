@@ -180,6 +180,22 @@ rules! {
 }
 
 rules! {
+    /// Every vulnerability-report rule. Per-image reads are scoped to the
+    /// repo (pull tokens hold `vuln_reports.list` and `sboms.list`); the
+    /// cross-repo listings need `vuln_report.list` and answer only about
+    /// repos where the caller holds it.
+    VULN_RULES {
+    GET_VULN_REPORT = "Registry.GetVulnReport", Repo, TenantVulnReportsList, Resource;
+    GET_SBOM = "Registry.GetSbom", Repo, TenantSbomsList, Resource;
+    GET_RAW_SBOM = "Registry.GetRawSbom", Repo, TenantSbomsList, Resource;
+    GET_IMAGE_CONFIG = "Registry.GetImageConfig", Repo, ManifestMetadataList, Resource;
+    LIST_VULN_REPORTS = "Vulnerabilities.ListVulnReports", Repo, VulnReportList, Unscoped;
+    GET_RAW_VULN_REPORT = "Vulnerabilities.GetRawVulnReport", Repo, VulnReportList, Unscoped;
+    LIST_AFFECTED_IMAGES = "Vulnerabilities.ListAffectedImages", Repo, VulnReportList, Unscoped;
+}
+}
+
+rules! {
     /// Every rule for people: identity providers, their group mappings and
     /// group invites. Creating (or updating) an identity provider, a mapping
     /// or an invite also needs `role_bindings.create` where its role applies,

@@ -109,6 +109,11 @@ pub mod chainguard {
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.advisory.v2beta1.rs"));
             }
         }
+        /// An image's vulnerability report and SBOM (package `chainguard.platform.tenant`).
+        pub mod tenant {
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.tenant.rs"));
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.tenant.serde.rs"));
+        }
         /// The token exchange (package `chainguard.platform.oidc`).
         pub mod oidc {
             include!(concat!(env!("OUT_DIR"), "/chainguard.platform.oidc.rs"));
@@ -118,7 +123,7 @@ pub mod chainguard {
 }
 
 pub use chainguard::capabilities;
-pub use chainguard::platform::{advisory, auth, common, iam, oidc, ping, registry, vulnerabilities};
+pub use chainguard::platform::{advisory, auth, common, iam, oidc, ping, registry, tenant, vulnerabilities};
 
 /// The encoded `FileDescriptorSet` of every served package, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));

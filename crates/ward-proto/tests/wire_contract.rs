@@ -45,6 +45,10 @@ const ALLOWED: &[(&str, &str)] = &[
         "a Ward-only RPC (bulk import of OSV feed records); clients that do not know it never call it",
     ),
     (
+        ".chainguard.platform.registry.Vulnerabilities.ListAffectedImages",
+        "a Ward-only RPC (every image affected by a vulnerability or alias); clients that do not know it never call it",
+    ),
+    (
         ".chainguard.platform.vulnerabilities.v1.Advisories.GetAdvisoryFlags",
         "a Ward-only RPC (what imports kept but flagged); clients that do not know it never call it",
     ),

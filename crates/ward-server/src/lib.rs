@@ -231,6 +231,8 @@ pub async fn start(
             }
         })
     };
+    // Background work (inventories, reports, re-evaluation, backfill).
+    let worker = services::vulns::jobs::spawn(ward.clone());
     let task = tokio::spawn(async move {
         let stop = async move {
             tokio::select! {
@@ -241,6 +243,7 @@ pub async fn start(
         let served = serve::serve(listener, app, limits, stop).await;
         refresher.abort();
         sweeper.abort();
+        worker.abort();
         served
     });
     Ok(Running {

@@ -76,6 +76,9 @@ pub struct Ward {
     /// clock's milliseconds): an exchange writes it at most once a
     /// [`LAST_SEEN_EVERY_MS`] per identity, not once per token.
     pub(crate) last_seen_written: moka::sync::Cache<String, i64>,
+    /// Vulnerability reports' background state (job wake-ups, parsed feed
+    /// records).
+    pub(crate) vulns: crate::services::vulns::VulnState,
 }
 
 /// How stale an identity's `lastSeenTime` may be: the exchange path writes
@@ -184,6 +187,7 @@ impl Ward {
                 .max_capacity(100_000)
                 .time_to_live(std::time::Duration::from_millis(LAST_SEEN_EVERY_MS as u64))
                 .build(),
+            vulns: crate::services::vulns::VulnState::default(),
         })
     }
 

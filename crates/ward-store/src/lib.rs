@@ -26,6 +26,7 @@ mod sql;
 pub use sql::{COUNTED_TABLES, PARENT_COUNTED_TABLES};
 pub mod sqlite;
 pub mod testing;
+pub mod vulns;
 
 /// Resource type names used in NOT_FOUND details.
 pub const GROUP_TYPE: &str = ward_core::rpc::Kind::Group.type_name();
@@ -162,6 +163,7 @@ pub trait Store:
     + advisories::AdvisoryStore
     + people::PeopleStore
     + account_associations::AccountAssociationStore
+    + vulns::VulnStore
     + Send
     + Sync
     + 'static

@@ -26,6 +26,7 @@ mod advisories;
 mod people;
 mod reads;
 mod registry;
+mod vulns;
 
 pub struct PostgresStore {
     pool: PgPool,

@@ -42,6 +42,7 @@ mod account_associations;
 mod advisories;
 mod people;
 mod registry;
+mod vulns;
 mod writer;
 
 const MIGRATIONS: &[&str] = &[
@@ -58,6 +59,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0011_client_caps.sql"),
     include_str!("../migrations/sqlite/0012_wire_fields.sql"),
     include_str!("../migrations/sqlite/0013_advisory_feeds.sql"),
+    include_str!("../migrations/sqlite/0014_vulns.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \

@@ -105,30 +105,7 @@ async fn list(s: &TestServer, org: &str, extra: &[&str]) -> Value {
 /// An identity in `org` whose custom role there may list and approve
 /// advisories, and a token for it.
 async fn reviewer(s: &TestServer, org: &str) -> (String, String) {
-    let (status, role) = s
-        .post(
-            &format!("/iam/v2/roles/{org}"),
-            json!({"name": "advisory-reviewer", "capabilities": ["CAP_ADVISORIES_LIST", "CAP_ADVISORIES_APPROVE"]}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "[{}] role: {role}", s.backend);
-    let (status, identity) = s
-        .post(
-            &format!("/iam/v2/identities/{org}"),
-            json!({"name": "reviewer", "claimMatch": {"issuer": "https://issuer.example.com", "subject": "reviewer"}}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "[{}] identity: {identity}", s.backend);
-    let uid = common::uid(&identity);
-    let (status, binding) = s
-        .post(
-            &format!("/iam/v2/roleBindings/{org}"),
-            json!({"identityUid": uid, "roleUid": common::uid(&role)}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "[{}] binding: {binding}", s.backend);
-    let token = s.ward().tokens.mint(&uid).expect("mint a token");
-    (uid, token)
+    common::identity_with(s, org, "reviewer", &["CAP_ADVISORIES_LIST", "CAP_ADVISORIES_APPROVE"]).await
 }
 
 #[tokio::test]

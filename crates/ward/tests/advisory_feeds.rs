@@ -168,35 +168,6 @@ async fn public_corpora_import_whole_with_what_ward_cannot_use_flagged() {
     }
 }
 
-/// A custom role with these capabilities at `org`, bound to a new identity;
-/// its uid and a token.
-async fn identity_with(s: &TestServer, org: &str, name: &str, caps: &[&str]) -> (String, String) {
-    let (status, role) = s
-        .post(
-            &format!("/iam/v2/roles/{org}"),
-            json!({"name": name, "capabilities": caps}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "role: {role}");
-    let (status, identity) = s
-        .post(
-            &format!("/iam/v2/identities/{org}"),
-            json!({"name": name, "claimMatch": {"issuer": "https://issuer.example.com", "subject": name}}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "identity: {identity}");
-    let uid = common::uid(&identity);
-    let (status, binding) = s
-        .post(
-            &format!("/iam/v2/roleBindings/{org}"),
-            json!({"identityUid": uid, "roleUid": common::uid(&role)}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "binding: {binding}");
-    let token = s.ward().tokens.mint(&uid).expect("mint a token");
-    (uid, token)
-}
-
 /// The CGA ids of `org`'s advisories whose latest approved event is a fix.
 async fn fixed(s: &TestServer, org: &str) -> Vec<String> {
     let (status, list) = s
@@ -223,14 +194,14 @@ async fn reviewed_upstream_makes_imported_decisions_take_effect() {
     for s in common::servers().await {
         let b = s.backend;
         let org = common::uid(&s.create_group(None, "acme").await);
-        let (importer_uid, importer) = identity_with(
+        let (importer_uid, importer) = common::identity_with(
             &s,
             &org,
             "importer",
             &["CAP_ADVISORIES_LIST", "CAP_ADVISORIES_CREATE", "CAP_ADVISORIES_UPDATE"],
         )
         .await;
-        let (approver_uid, approver) = identity_with(
+        let (approver_uid, approver) = common::identity_with(
             &s,
             &org,
             "approver",
@@ -434,7 +405,7 @@ async fn osv_feeds_import_as_published_and_follow_their_updates() {
         let b = s.backend;
         let org = common::uid(&s.create_group(None, "acme").await);
         let other = common::uid(&s.create_group(None, "other").await);
-        let (_, outsider) = identity_with(&s, &other, "outsider", &["CAP_ADVISORIES_LIST"]).await;
+        let (_, outsider) = common::identity_with(&s, &other, "outsider", &["CAP_ADVISORIES_LIST"]).await;
 
         let run = ward(&s, &["advisories", "import", "-g", &org, &first.display().to_string()]).await;
         run.ok("import the zip");
@@ -706,7 +677,7 @@ async fn feed_records_refuse_unsafe_text_and_prefer_the_callers_own() {
         }
         s.config.public_advisories = vec![acme.clone()];
         s.restart().await;
-        let (_, evil_member) = identity_with(&s, &evil, "member", &["CAP_ADVISORIES_LIST"]).await;
+        let (_, evil_member) = common::identity_with(&s, &evil, "member", &["CAP_ADVISORIES_LIST"]).await;
         assert_eq!(
             osv_raw(&s, &evil_member, "PYSEC-1").await.1,
             mine(&evil),
@@ -717,7 +688,7 @@ async fn feed_records_refuse_unsafe_text_and_prefer_the_callers_own() {
             mine(&acme),
             "[{b}] anonymous: the public one"
         );
-        let (_, nobody) = identity_with(&s, &evil, "nobody", &["CAP_IAM_GROUPS_LIST"]).await;
+        let (_, nobody) = common::identity_with(&s, &evil, "nobody", &["CAP_IAM_GROUPS_LIST"]).await;
         assert_eq!(
             osv_raw(&s, &nobody, "PYSEC-1").await.1,
             mine(&acme),

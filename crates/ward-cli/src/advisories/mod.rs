@@ -64,6 +64,13 @@ pub enum AdvisoriesCommand {
     Import(import::ImportArgs),
     /// Export the advisories the feed publishes, as OSV documents.
     Export(export::ExportArgs),
+    /// An image's OpenVEX document: the team's decisions about each
+    /// vulnerability in it, for Trivy and Grype (`--vex`).
+    Vex {
+        /// `[registry/][org/]repo:tag` or `…@sha256:…`.
+        #[arg(long)]
+        image: String,
+    },
 }
 
 /// The filters of `list`.
@@ -162,6 +169,7 @@ pub async fn run(conn: &Connection, cmd: AdvisoriesCommand) -> anyhow::Result<()
         AdvisoriesCommand::Review(args) => write::review(&client, format, args).await,
         AdvisoriesCommand::Import(args) => import::run(&client, format, args).await,
         AdvisoriesCommand::Export(args) => export::run(&client, format, args).await,
+        AdvisoriesCommand::Vex { image } => crate::vulns::vex(&client, &image).await,
     }
 }
 

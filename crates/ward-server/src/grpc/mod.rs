@@ -170,6 +170,7 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
         router,
         v1_registry,
         ward_proto::registry::registry_server::RegistryServer<v1_registry::V1Registry>,
+        ward_proto::registry::vulnerabilities_server::VulnerabilitiesServer<v1_registry::V1Registry>,
         ward_proto::advisory::security_advisory_server::SecurityAdvisoryServer<v1_registry::V1Registry>,
         ward_proto::ping::ping_service_server::PingServiceServer<v1_registry::V1Registry>
     );

@@ -9,6 +9,7 @@ use ward_proto::advisory as adv;
 use ward_proto::advisory::security_advisory_server::SecurityAdvisory;
 use ward_proto::ping;
 use ward_proto::registry::registry_server::Registry;
+use ward_proto::registry::vulnerabilities_server::Vulnerabilities;
 use ward_proto::registry::*;
 
 use super::v1_iam::v1_service;
@@ -34,6 +35,16 @@ v1_service!(impl Registry for V1Registry by caller {
     list_tag_history(TagHistoryFilter) -> TagHistoryList = v1::list_tag_history;
     get_archs(ArchRequest) -> Archs = v1::get_archs;
     get_size(SizeRequest) -> Size = v1::get_size;
+    get_vuln_report(VulnReportRequest) -> ward_proto::tenant::VulnReport = v1::get_vuln_report;
+    get_sbom(SbomRequest) -> ward_proto::tenant::Sbom2 = v1::get_sbom;
+    get_raw_sbom(RawSbomRequest) -> RawSbom = v1::get_raw_sbom;
+    get_image_config(ImageConfigRequest) -> ImageConfig = v1::get_image_config;
+});
+
+v1_service!(impl Vulnerabilities for V1Registry by caller {
+    list_vuln_reports(VulnReportFilter) -> VulnReportList = v1::list_vuln_reports;
+    get_raw_vuln_report(GetRawVulnReportRequest) -> RawVulnReport = v1::get_raw_vuln_report;
+    list_affected_images(AffectedImagesRequest) -> AffectedImageList = v1::list_affected_images;
 });
 
 /// The public services: a token is optional, and used when given (the feed

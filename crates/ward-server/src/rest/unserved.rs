@@ -274,11 +274,6 @@ pub const UNSERVED: &[(&str, &str, &str)] = &[
     ),
     (
         "GET",
-        "/registry/v1/repos/{repo_id=**}/digest/{digest=*}/rawsbom",
-        "chainguard.platform.registry.Registry.GetRawSbom",
-    ),
-    (
-        "GET",
         "/registry/v1/repos/{repo_id=**}/digests/{digest=*}/chart",
         "chainguard.platform.registry.Registry.GetChart",
     ),
@@ -286,21 +281,6 @@ pub const UNSERVED: &[(&str, &str, &str)] = &[
         "GET",
         "/registry/v1/repos/{repo_id=**}/digests/{digest=*}/helm",
         "chainguard.platform.registry.Registry.GetHelm",
-    ),
-    (
-        "GET",
-        "/registry/v1/repos/{repo_id=**}/digests/{digest=*}/imageconfig",
-        "chainguard.platform.registry.Registry.GetImageConfig",
-    ),
-    (
-        "GET",
-        "/registry/v1/repos/{repo_id=**}/digests/{digest=*}/sbom",
-        "chainguard.platform.registry.Registry.GetSbom",
-    ),
-    (
-        "GET",
-        "/registry/v1/repos/{repo_id=**}/digests/{digest=*}/vulnreport",
-        "chainguard.platform.registry.Registry.GetVulnReport",
     ),
     (
         "GET",
@@ -344,11 +324,6 @@ pub const UNSERVED: &[(&str, &str, &str)] = &[
     ),
     (
         "GET",
-        "/registry/v1/vuln_reports",
-        "chainguard.platform.registry.Vulnerabilities.ListVulnReports",
-    ),
-    (
-        "GET",
         "/registry/v1/vuln_reports/counts",
         "chainguard.platform.registry.Vulnerabilities.ListVulnCountReports",
     ),
@@ -356,11 +331,6 @@ pub const UNSERVED: &[(&str, &str, &str)] = &[
         "GET",
         "/registry/v1/vuln_reports/counts_cumulative",
         "chainguard.platform.registry.Vulnerabilities.ListCumulativeVulnCountReports",
-    ),
-    (
-        "GET",
-        "/registry/v1/vuln_reports/raw",
-        "chainguard.platform.registry.Vulnerabilities.GetRawVulnReport",
     ),
     (
         "GET",

@@ -14,6 +14,7 @@ pub mod role_bindings;
 pub mod roles;
 pub mod sts;
 pub mod v1;
+pub mod vulns;
 
 use ward_core::error::FieldViolation;
 use ward_core::fieldmask::{FieldMask, Updatable};

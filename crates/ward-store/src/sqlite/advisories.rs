@@ -16,7 +16,7 @@ use crate::advisories::{
 };
 use crate::sql::{ADVISORY_COLUMNS, EVENT_COLUMNS};
 
-fn advisory_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AdvisoryRecord> {
+pub(super) fn advisory_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AdvisoryRecord> {
     Ok(AdvisoryRecord {
         uid: r.get(0)?,
         parent_uid: r.get(1)?,

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // Each test binary uses a different part of the harness.
 
 pub mod browser;
+pub mod clients;
 pub mod idp;
 pub mod people;
 
@@ -453,4 +454,33 @@ pub async fn ward_cli(s: &TestServer, token: &str, args: &[&str]) -> std::proces
         .await
         .expect("ward finished within 120s")
         .expect("ward runs")
+}
+
+/// A custom role with these capabilities at `org`, bound to a new identity;
+/// its uid and a token.
+pub async fn identity_with(s: &TestServer, org: &str, name: &str, caps: &[&str]) -> (String, String) {
+    let (status, role) = s
+        .post(
+            &format!("/iam/v2/roles/{org}"),
+            serde_json::json!({"name": name, "capabilities": caps}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "role: {role}");
+    let (status, identity) = s
+        .post(
+            &format!("/iam/v2/identities/{org}"),
+            serde_json::json!({"name": name, "claimMatch": {"issuer": "https://issuer.example.com", "subject": name}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "identity: {identity}");
+    let uid = uid(&identity);
+    let (status, binding) = s
+        .post(
+            &format!("/iam/v2/roleBindings/{org}"),
+            serde_json::json!({"identityUid": uid, "roleUid": self::uid(&role)}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "binding: {binding}");
+    let token = s.ward().tokens.mint(&uid).expect("mint a token");
+    (uid, token)
 }

@@ -243,6 +243,15 @@ impl Ward {
                         .await?,
                 );
             }
+            self.on_advisories_changed(
+                outcomes
+                    .iter()
+                    .zip(&records)
+                    .filter(|(o, _)| **o != FeedOutcome::Unchanged)
+                    .flat_map(|(_, r)| r.packages.iter().map(|(_, n)| n.clone()))
+                    .collect(),
+            )
+            .await;
             for (o, r) in outcomes.into_iter().zip(&records) {
                 let outcome = match o {
                     FeedOutcome::Created => Outcome::Created,

@@ -142,6 +142,13 @@ impl Ward {
                     .store
                     .import_advisories(parent.as_str(), &items, self.clock.now_millis())
                     .await?;
+                self.on_advisories_changed(
+                    items
+                        .iter()
+                        .flat_map(|i| [i.record.artifact_name.clone(), i.record.component_name.clone()])
+                        .collect(),
+                )
+                .await;
                 for ((o, id), p) in outcomes.into_iter().zip(chunk) {
                     let (outcome, why) = match o {
                         ImportOutcome::Created => (Outcome::Created, String::new()),

@@ -122,6 +122,8 @@ impl Ward {
                 Err(e) => return Err(e),
                 Ok(()) => {
                     let uid = Uidp::parse("uid", &record.uid)?;
+                    self.on_advisories_changed(vec![record.artifact_name.clone(), record.component_name.clone()])
+                        .await;
                     return self.advisory_by_uid(&uid).await;
                 }
             }
@@ -166,13 +168,30 @@ impl Ward {
             f.severities = cur.severities.clone();
         }
         self.store.update_advisory(&uid, &f, self.clock.now_millis()).await?;
+        self.on_advisories_changed(vec![
+            cur.artifact_name.clone(),
+            cur.component_name.clone(),
+            f.artifact_name.clone(),
+            f.component_name.clone(),
+        ])
+        .await;
         self.advisory_by_uid(&uid).await
     }
 
     pub async fn delete_advisory(&self, caller: &Caller, uid: &str) -> Result<()> {
         let uid = Uidp::parse("id", uid)?;
         self.authorize(caller, &rpc::DELETE_ADVISORY, &uid)?;
-        self.store.delete_advisory(&uid, self.clock.now_millis()).await
+        self.store.delete_advisory(&uid, self.clock.now_millis()).await?;
+        self.advisory_names_changed(&uid).await;
+        Ok(())
+    }
+
+    /// Re-evaluates the images holding the packages an advisory names.
+    async fn advisory_names_changed(&self, uid: &Uidp) {
+        if let Ok(Some(a)) = self.store.get_advisory(uid).await {
+            self.on_advisories_changed(vec![a.artifact_name, a.component_name])
+                .await;
+        }
     }
 
     pub async fn create_advisory_event(
@@ -197,6 +216,7 @@ impl Ward {
             now,
         )?;
         self.store.add_event(&record).await?;
+        self.advisory_names_changed(&parent).await;
         Ok(event_to_proto(record))
     }
 
@@ -309,6 +329,9 @@ impl Ward {
             }
         }
         let row = self.store.update_event(&next, cur.review_state).await?;
+        if let Some(parent) = uid.parent() {
+            self.advisory_names_changed(&parent).await;
+        }
         Ok(event_to_proto(row))
     }
 }

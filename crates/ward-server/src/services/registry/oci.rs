@@ -796,7 +796,11 @@ impl Ward {
             }
         }
         match stored {
-            Ok(_) => Ok((record.digest, parsed.subject)),
+            Ok(_) => {
+                self.on_manifest_pushed(&record.repo_uid, &record.digest, parsed.subject.as_deref(), &tags)
+                    .await;
+                Ok((record.digest, parsed.subject))
+            }
             Err(ward_core::Error::NotFound { resource_type, name }) if resource_type == BLOB_TYPE => {
                 Err(OciError::new(
                     400,

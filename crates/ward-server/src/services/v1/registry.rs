@@ -473,6 +473,26 @@ pub async fn get_size(w: Arc<Ward>, c: Caller, req: v1::SizeRequest) -> Result<v
     })
 }
 
+/// The vulnerability-report RPCs: the service layer speaks v1 shapes
+/// already (`services::vulns::api`).
+macro_rules! pass_through {
+    ($($name:ident($req:ty) -> $resp:ty;)*) => {
+        $(pub async fn $name(w: Arc<Ward>, c: Caller, req: $req) -> Result<$resp> {
+            w.$name(&c, req).await
+        })*
+    };
+}
+
+pass_through! {
+    get_vuln_report(v1::VulnReportRequest) -> ward_proto::tenant::VulnReport;
+    get_sbom(v1::SbomRequest) -> ward_proto::tenant::Sbom2;
+    get_raw_sbom(v1::RawSbomRequest) -> v1::RawSbom;
+    get_image_config(v1::ImageConfigRequest) -> v1::ImageConfig;
+    list_vuln_reports(v1::VulnReportFilter) -> v1::VulnReportList;
+    get_raw_vuln_report(v1::GetRawVulnReportRequest) -> v1::RawVulnReport;
+    list_affected_images(v1::AffectedImagesRequest) -> v1::AffectedImageList;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,629 @@
+//! The reports' API: the v1 registry's per-image RPCs (`GetVulnReport`,
+//! `GetSbom`, `GetRawSbom`, `GetImageConfig`), the `Vulnerabilities`
+//! listings, and Ward's affected-images query. Reads only: reports are
+//! computed by the job queue; a read of an image whose inventory is still
+//! being read is UNAVAILABLE (retry), one whose inventory failed is
+//! FAILED_PRECONDITION with the reason.
+
+use base64::Engine as _;
+use serde_json::Value;
+use ward_core::registry::Digest;
+use ward_core::rpc;
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
+use ward_proto::Timestamp;
+use ward_proto::registry as v1;
+use ward_proto::tenant;
+use ward_store::registry::{MANIFEST_TYPE, RepoRecord};
+use ward_store::vulns::ReportRecord;
+
+use super::SCANNER;
+use super::inventory::Stored;
+use super::matching::{Evaluation, Match};
+use crate::authz::Caller;
+use crate::ward::Ward;
+
+/// Most images one affected-images page holds.
+pub const MAX_AFFECTED_PAGE: u32 = 100;
+/// Largest image config read.
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+/// Most tags named per image in a listing.
+const MAX_TAGS: u32 = 20;
+
+/// Inventory status errors.
+pub const INVENTORY_ERROR: &str = "INVENTORY_ERROR";
+
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+fn pending(digest: &str) -> Error {
+    Error::Unavailable(format!(
+        "the report of {digest} is being computed; try again in a few seconds"
+    ))
+}
+
+fn tenant_severity(s: &str) -> i32 {
+    match s {
+        "low" | "negligible" => 1,
+        "medium" => 2,
+        "high" => 3,
+        "critical" => 4,
+        _ => 0,
+    }
+}
+
+fn v1_severity(s: &str) -> i32 {
+    match s {
+        "low" => 1,
+        "medium" => 2,
+        "high" => 3,
+        "critical" => 4,
+        "negligible" => 5,
+        _ => 0,
+    }
+}
+
+fn package2(p: &ward_sbom::Package) -> tenant::Package2 {
+    tenant::Package2 {
+        id: p.purl.clone(),
+        name: p.name.clone(),
+        version: p.version.clone(),
+        license: p.license.clone().unwrap_or_default(),
+        description: String::new(),
+        purl: p.purl.clone(),
+    }
+}
+
+fn tenant_match(m: &Match) -> tenant::VulnerabilityMatch {
+    tenant::VulnerabilityMatch {
+        vulnerability: Some(tenant::VulnerabilityRecord {
+            id: m.id.clone(),
+            description: if m.summary.is_empty() {
+                m.details.clone()
+            } else {
+                m.summary.clone()
+            },
+            severity: tenant_severity(&m.severity),
+            source: m.sources.join(","),
+            cvss: m
+                .cvss
+                .iter()
+                .map(|(score, version)| tenant::vulnerability_record::Cvss {
+                    score: score.clone(),
+                    version: version.clone(),
+                })
+                .collect(),
+            cpe_uri: Vec::new(),
+            related_urls: m.urls.clone(),
+            advisories: m.advisories.clone().into_iter().collect(),
+            related_vulnerabilities: m
+                .aliases
+                .iter()
+                .map(|a| tenant::vulnerability_record::RelatedVulnerability {
+                    id: a.clone(),
+                    source: String::new(),
+                })
+                .collect(),
+            display_id: m.id.clone(),
+        }),
+        pkg: Some(package2(&m.package)),
+        fix: Some(tenant::Fix {
+            versions: m.fix_versions.clone(),
+            state: m.fix_state,
+        }),
+    }
+}
+
+/// The cross-repo listing's shape of a report: one entry per
+/// vulnerability, with every package it was matched in.
+fn v1_vulnerabilities(eval: &Evaluation) -> Vec<v1::Vulnerability> {
+    let mut out: Vec<v1::Vulnerability> = Vec::new();
+    for m in &eval.matches {
+        if let Some(v) = out.iter_mut().find(|v| v.id == m.id) {
+            v.purls.push(m.package.purl.clone());
+            if let Some(l) = &m.package.location {
+                v.locations.push(l.clone());
+            }
+            continue;
+        }
+        out.push(v1::Vulnerability {
+            id: m.id.clone(),
+            aliases: m.aliases.clone(),
+            purls: vec![m.package.purl.clone()],
+            description: m.summary.clone(),
+            details: m.details.clone(),
+            severity: v1_severity(&m.severity),
+            cvss: m
+                .cvss
+                .iter()
+                .map(|(score, version)| v1::vulnerability::Cvss {
+                    score: score.clone(),
+                    version: version.clone(),
+                })
+                .collect(),
+            fix: Some(v1::vulnerability::Fix {
+                versions: m.fix_versions.clone(),
+                state: m.fix_state,
+            }),
+            related_urls: m.urls.clone(),
+            locations: m.package.location.iter().cloned().collect(),
+        });
+    }
+    out
+}
+
+fn scanner() -> v1::Scanner {
+    v1::Scanner {
+        name: 0,
+        version: format!("{SCANNER} {}", env!("CARGO_PKG_VERSION")),
+        db_build_time: None,
+    }
+}
+
+impl Ward {
+    /// The repo and digest of a per-image request, after `rule` at the repo.
+    async fn image(&self, caller: &Caller, rule: &rpc::Rule, repo: &str, digest: &str) -> Result<(RepoRecord, String)> {
+        let uid = Uidp::parse("repo_id", repo)?;
+        let digest = Digest::parse(digest)
+            .ok_or_else(|| Error::invalid("digest", "digest must be sha256:<64 hex> or sha512:<128 hex>"))?;
+        let repo = self.authorized_repo(caller, rule, &uid).await?;
+        if self.store.get_manifest(&repo.uid, digest.as_str()).await?.is_none() {
+            return Err(Error::not_found(MANIFEST_TYPE, digest.as_str()));
+        }
+        Ok((repo, digest.as_str().to_owned()))
+    }
+
+    /// The image's inventory, ready (else UNAVAILABLE or the inventory error).
+    async fn ready_inventory(&self, repo: &str, digest: &str) -> Result<(ward_store::vulns::InventoryRecord, Stored)> {
+        let inv = self
+            .store
+            .get_inventory(repo, digest)
+            .await?
+            .ok_or_else(|| pending(digest))?;
+        if inv.status != "ready" {
+            return Err(Error::precondition(
+                INVENTORY_ERROR,
+                digest,
+                format!("the image's packages could not be read: {}", inv.error),
+            ));
+        }
+        if inv.source == "none" {
+            return Err(Error::precondition(
+                INVENTORY_ERROR,
+                digest,
+                "the manifest is not an image (an artifact, signature or SBOM): it has no packages",
+            ));
+        }
+        let stored = serde_json::from_str(&inv.document).map_err(Error::internal)?;
+        Ok((inv, stored))
+    }
+
+    async fn ready_report(&self, repo: &str, digest: &str) -> Result<(ReportRecord, Evaluation)> {
+        self.ready_inventory(repo, digest).await?;
+        let r = self
+            .store
+            .get_report(repo, digest)
+            .await?
+            .ok_or_else(|| pending(digest))?;
+        let eval = serde_json::from_str(&r.report).map_err(Error::internal)?;
+        Ok((r, eval))
+    }
+
+    /// `host[:port]` clients pull from.
+    fn registry_host(&self) -> String {
+        url::Url::parse(&self.api_url)
+            .ok()
+            .and_then(|u| {
+                u.host_str()
+                    .map(|h| u.port().map_or(h.to_owned(), |p| format!("{h}:{p}")))
+            })
+            .unwrap_or_else(|| "localhost".into())
+    }
+
+    /// The OpenVEX document of one image's report.
+    pub(crate) async fn image_vex(
+        &self,
+        repo: &RepoRecord,
+        digest: &str,
+        r: &ReportRecord,
+        eval: &Evaluation,
+    ) -> Result<String> {
+        let path = self.repo_path(repo).await?;
+        let product = super::vex::product_id(&self.registry_host(), &path, &repo.name, digest);
+        let id = format!("{}/vex/{}/{}", self.api_url.trim_end_matches('/'), repo.uid, digest);
+        let doc = super::vex::document(&id, &rfc3339(r.create_time), &[(product, eval)]);
+        serde_json::to_string_pretty(&doc).map_err(Error::internal)
+    }
+
+    /// `<org name>/<repo name>`: the path clients pull the repo at.
+    async fn repo_path(&self, repo: &RepoRecord) -> Result<String> {
+        let org = Uidp::parse("org", &repo.org_uid)?;
+        let name = self.store.get_group(&org).await?.map(|g| g.name).unwrap_or_default();
+        Ok(format!("{name}/{}", repo.name))
+    }
+
+    pub async fn get_vuln_report(&self, caller: &Caller, req: v1::VulnReportRequest) -> Result<tenant::VulnReport> {
+        let (repo, digest) = self
+            .image(caller, &rpc::GET_VULN_REPORT, &req.repo_id, &req.digest)
+            .await?;
+        let (r, eval) = self.ready_report(&repo.uid, &digest).await?;
+        let vex = self.image_vex(&repo, &digest, &r, &eval).await?;
+        Ok(tenant::VulnReport {
+            id: format!("{}/{digest}", repo.uid),
+            vulnerability_db_last_build_time: (r.data_time > 0).then(|| Timestamp::from_millis(r.data_time)),
+            vulnerability_matches: eval.matches.iter().map(tenant_match).collect(),
+            scanner: Some(tenant::Scanner {
+                name: SCANNER.into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            }),
+            report_generation: Some(Timestamp::from_millis(r.create_time)),
+            raw_vuln_report: vex.into_bytes(),
+            last_seen: Some(Timestamp::from_millis(self.clock.now_millis())),
+        })
+    }
+
+    /// The SBOM document as pushed, if the inventory came from one.
+    async fn raw_sbom_bytes(&self, stored: &Stored) -> Result<Option<Vec<u8>>> {
+        let Some(blob) = &stored.sbom_blob else {
+            return Ok(None);
+        };
+        let Some(d) = Digest::parse(blob) else {
+            return Ok(None);
+        };
+        let Some(size) = self.blobs.size(&d).await.map_err(Error::internal)? else {
+            return Ok(None);
+        };
+        self.blob_bytes_public(blob, size).await
+    }
+
+    async fn blob_bytes_public(&self, blob: &str, size: u64) -> Result<Option<Vec<u8>>> {
+        let Some(d) = Digest::parse(blob) else {
+            return Ok(None);
+        };
+        let Some(stream) = self.blobs.read(&d, 0, size).await.map_err(Error::internal)? else {
+            return Ok(None);
+        };
+        use futures_util::StreamExt as _;
+        let mut out = Vec::with_capacity(size as usize);
+        let mut stream = stream;
+        while let Some(c) = stream.next().await {
+            out.extend_from_slice(&c.map_err(Error::internal)?);
+        }
+        Ok(Some(out))
+    }
+
+    pub async fn get_sbom(&self, caller: &Caller, req: v1::SbomRequest) -> Result<tenant::Sbom2> {
+        let (repo, digest) = self.image(caller, &rpc::GET_SBOM, &req.repo_id, &req.digest).await?;
+        let (inv, stored) = self.ready_inventory(&repo.uid, &digest).await?;
+        let raw = self.raw_sbom_bytes(&stored).await?.unwrap_or_default();
+        let i = &stored.inventory;
+        Ok(tenant::Sbom2 {
+            id: format!("{}/{digest}", repo.uid),
+            raw_sbom: raw,
+            graph: Some(tenant::ComponentGraph {
+                nodes: i
+                    .packages
+                    .iter()
+                    .map(|p| tenant::component_graph::Node {
+                        typed_node: Some(tenant::component_graph::node::TypedNode::Package(package2(p))),
+                    })
+                    .collect(),
+                edges: Vec::new(),
+            }),
+            last_seen: Some(Timestamp::from_millis(inv.update_time)),
+            tool: i
+                .tool
+                .clone()
+                .unwrap_or_else(|| format!("{SCANNER} {}", env!("CARGO_PKG_VERSION"))),
+            format: i.format.clone().unwrap_or_else(|| format!("{SCANNER}-{}", inv.source)),
+            generated_at: i
+                .generated_at
+                .as_deref()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| Timestamp::from_millis(t.timestamp_millis())),
+            authors: String::new(),
+            source: if inv.source == "sbom" { 1 } else { 2 },
+            name: i.name.clone().unwrap_or_default(),
+            description: format!("packages read from the image's {}", inv.source),
+            digest,
+        })
+    }
+
+    pub async fn get_raw_sbom(&self, caller: &Caller, req: v1::RawSbomRequest) -> Result<v1::RawSbom> {
+        let digest = if req.digest.is_empty() {
+            req.reference.clone()
+        } else {
+            req.digest.clone()
+        };
+        let (repo, digest) = self.image(caller, &rpc::GET_RAW_SBOM, &req.repo_id, &digest).await?;
+        let (_, stored) = self.ready_inventory(&repo.uid, &digest).await?;
+        let raw = self
+            .raw_sbom_bytes(&stored)
+            .await?
+            .ok_or_else(|| Error::not_found("sbom", digest.clone()))?;
+        let raw_sbom = String::from_utf8(raw).map_err(|_| Error::internal("a stored SBOM is not UTF-8"))?;
+        Ok(v1::RawSbom { raw_sbom })
+    }
+
+    pub async fn get_image_config(&self, caller: &Caller, req: v1::ImageConfigRequest) -> Result<v1::ImageConfig> {
+        let (repo, digest) = self
+            .image(caller, &rpc::GET_IMAGE_CONFIG, &req.repo_id, &req.digest)
+            .await?;
+        let m = self
+            .store
+            .get_manifest(&repo.uid, &digest)
+            .await?
+            .ok_or_else(|| Error::not_found(MANIFEST_TYPE, digest.clone()))?;
+        let mut v: Value = serde_json::from_slice(&m.content).unwrap_or(Value::Null);
+        if let Some(children) = v.get("manifests").and_then(Value::as_array) {
+            let wanted = if req.arch.is_empty() {
+                "amd64"
+            } else {
+                req.arch.as_str()
+            };
+            let child = children
+                .iter()
+                .find(|d| d.pointer("/platform/architecture").and_then(Value::as_str) == Some(wanted))
+                .and_then(|d| d.get("digest").and_then(Value::as_str))
+                .ok_or_else(|| Error::invalid("arch", "the index has no image for that architecture"))?
+                .to_owned();
+            let c = self
+                .store
+                .get_manifest(&repo.uid, &child)
+                .await?
+                .ok_or_else(|| Error::not_found(MANIFEST_TYPE, child))?;
+            v = serde_json::from_slice(&c.content).unwrap_or(Value::Null);
+        }
+        let cfg = v
+            .get("config")
+            .ok_or_else(|| Error::precondition("NOT_AN_IMAGE", &digest, "the manifest has no config"))?;
+        let (Some(blob), Some(size)) = (
+            cfg.get("digest").and_then(Value::as_str),
+            cfg.get("size").and_then(Value::as_u64),
+        ) else {
+            return Err(Error::precondition(
+                "NOT_AN_IMAGE",
+                &digest,
+                "the manifest's config has no digest or size",
+            ));
+        };
+        if size > MAX_CONFIG_BYTES {
+            return Err(Error::precondition(
+                "CONFIG_TOO_LARGE",
+                &digest,
+                format!("the config is over {MAX_CONFIG_BYTES} bytes"),
+            ));
+        }
+        let bytes = self.blob_bytes_public(blob, size).await?.unwrap_or_default();
+        let c: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let c = c.get("config").cloned().unwrap_or(Value::Null);
+        let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        let list = |k: &str| -> Vec<String> {
+            c.get(k)
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default()
+        };
+        let keys = |k: &str| -> Vec<String> {
+            c.get(k)
+                .and_then(Value::as_object)
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        Ok(v1::ImageConfig {
+            user: s("User"),
+            exposed_ports: keys("ExposedPorts")
+                .into_iter()
+                .map(|k| (k, v1::image_config::ExposedPort {}))
+                .collect(),
+            env: list("Env"),
+            entrypoint: list("Entrypoint"),
+            cmd: list("Cmd"),
+            volumes: keys("Volumes")
+                .into_iter()
+                .map(|k| (k, v1::image_config::Volume {}))
+                .collect(),
+            working_dir: s("WorkingDir"),
+            labels: c
+                .get("Labels")
+                .and_then(Value::as_object)
+                .map(|o| {
+                    o.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            stop_signal: s("StopSignal"),
+        })
+    }
+
+    /// The digests a listing covers: the one asked for, the tag's, or every
+    /// tagged digest of the repo (at most 100 tags).
+    async fn listed_digests(&self, repo: &RepoRecord, digest: &str, tag: &str) -> Result<Vec<String>> {
+        if !digest.is_empty() {
+            let d = Digest::parse(digest)
+                .ok_or_else(|| Error::invalid("digest", "digest must be sha256:<64 hex> or sha512:<128 hex>"))?;
+            return Ok(vec![d.as_str().to_owned()]);
+        }
+        if !tag.is_empty() {
+            let t = self
+                .store
+                .find_tag(&repo.uid, tag)
+                .await?
+                .ok_or_else(|| Error::not_found(ward_store::registry::TAG_TYPE, tag))?;
+            return Ok(vec![t.digest]);
+        }
+        let mut out = Vec::new();
+        for name in self.store.tag_names(&repo.uid, None, 100).await? {
+            if let Some(t) = self.store.find_tag(&repo.uid, &name).await?
+                && !t.digest.is_empty()
+                && !out.contains(&t.digest)
+            {
+                out.push(t.digest);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A repo named by a listing, after `vuln_report.list` there.
+    async fn listed_repo(&self, caller: &Caller, rule: &rpc::Rule, repo_id: &str) -> Result<RepoRecord> {
+        if repo_id.is_empty() {
+            return Err(Error::invalid("repo_id", "name the repo whose reports to list"));
+        }
+        let uid = Uidp::parse("repo_id", repo_id)?;
+        self.authorized_repo(caller, rule, &uid).await
+    }
+
+    pub async fn list_vuln_reports(&self, caller: &Caller, f: v1::VulnReportFilter) -> Result<v1::VulnReportList> {
+        let repo = self.listed_repo(caller, &rpc::LIST_VULN_REPORTS, &f.repo_id).await?;
+        let since = f.created_since.map(|t| t.to_millis()).unwrap_or(i64::MIN);
+        let mut items = Vec::new();
+        for digest in self.listed_digests(&repo, &f.digest, &f.tag).await? {
+            let Some(r) = self.store.get_report(&repo.uid, &digest).await? else {
+                continue;
+            };
+            if r.create_time < since {
+                continue;
+            }
+            let eval: Evaluation = serde_json::from_str(&r.report).map_err(Error::internal)?;
+            let mut s = scanner();
+            s.db_build_time = (r.data_time > 0).then(|| Timestamp::from_millis(r.data_time));
+            items.push(v1::VulnReport {
+                digest,
+                scanner: Some(s),
+                created_at: Some(Timestamp::from_millis(r.create_time)),
+                vulnerabilities: v1_vulnerabilities(&eval),
+            });
+        }
+        Ok(v1::VulnReportList { items })
+    }
+
+    pub async fn get_raw_vuln_report(
+        &self,
+        caller: &Caller,
+        req: v1::GetRawVulnReportRequest,
+    ) -> Result<v1::RawVulnReport> {
+        let repo = self
+            .listed_repo(caller, &rpc::GET_RAW_VULN_REPORT, &req.repo_id)
+            .await?;
+        let (repo, digest) = self
+            .image(caller, &rpc::GET_RAW_VULN_REPORT, &repo.uid, &req.digest)
+            .await?;
+        let (r, eval) = self.ready_report(&repo.uid, &digest).await?;
+        let raw_report = self.image_vex(&repo, &digest, &r, &eval).await?;
+        let mut s = scanner();
+        s.db_build_time = (r.data_time > 0).then(|| Timestamp::from_millis(r.data_time));
+        Ok(v1::RawVulnReport {
+            digest,
+            scanner: Some(s),
+            created_at: Some(Timestamp::from_millis(r.create_time)),
+            raw_report,
+            raw_report_url: String::new(),
+        })
+    }
+
+    /// Every image (repo, tags, digest) whose report holds the vulnerability
+    /// `id` or one of its aliases, among the repos where the caller holds
+    /// `vuln_report.list`.
+    pub async fn list_affected_images(
+        &self,
+        caller: &Caller,
+        req: v1::AffectedImagesRequest,
+    ) -> Result<v1::AffectedImageList> {
+        let id = req.id.trim();
+        if id.is_empty() || id.len() > 256 || !id.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(Error::invalid(
+                "id",
+                "a vulnerability id or alias, such as CVE-2024-3094",
+            ));
+        }
+        let size = match req.page_size {
+            n if n <= 0 => 50,
+            n => (n as u32).min(MAX_AFFECTED_PAGE),
+        };
+        let mut after: Option<(String, String)> = if req.page_token.is_empty() {
+            None
+        } else {
+            let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(&req.page_token)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+                .ok_or_else(|| Error::invalid("page_token", "not a page token this query returned"))?;
+            let (r, d) = super::split_key(&raw)
+                .ok_or_else(|| Error::invalid("page_token", "not a page token this query returned"))?;
+            Some((r.to_owned(), d.to_owned()))
+        };
+        let mut ids = vec![id.to_owned()];
+        ids.extend(self.store.ids_aliased(id).await?);
+        ids.sort();
+        ids.dedup();
+        let mut items: Vec<v1::AffectedImage> = Vec::new();
+        let mut next = String::new();
+        // Walk in key order, keeping what the caller may see; a bounded
+        // number of rounds per page.
+        'walk: for _ in 0..20 {
+            let rows = self.store.affected_by(&ids, after.as_ref(), 500).await?;
+            let done = rows.len() < 500;
+            for (repo_uid, digest, vuln_id) in rows {
+                after = Some((repo_uid.clone(), digest.clone()));
+                let Ok(uid) = Uidp::parse("repo", &repo_uid) else {
+                    continue;
+                };
+                if !self
+                    .caps_at(caller, &uid)
+                    .contains(rpc::LIST_AFFECTED_IMAGES.capability)
+                {
+                    continue;
+                }
+                if let Some(last) = items.last_mut()
+                    && last.repo_id == repo_uid
+                    && last.digest == digest
+                {
+                    continue;
+                }
+                if items.len() as u32 == size {
+                    // One more exists: the page ends before it.
+                    let k = items
+                        .last()
+                        .map(|l| super::key(&l.repo_id, &l.digest))
+                        .unwrap_or_default();
+                    next = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(k);
+                    break 'walk;
+                }
+                let Some(repo) = self.store.get_repo(&uid).await? else {
+                    continue;
+                };
+                let purls = match self.store.get_report(&repo_uid, &digest).await? {
+                    Some(r) => serde_json::from_str::<Evaluation>(&r.report)
+                        .map(|e| {
+                            e.matches
+                                .into_iter()
+                                .filter(|m| m.id == vuln_id)
+                                .map(|m| m.package.purl)
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    None => Vec::new(),
+                };
+                items.push(v1::AffectedImage {
+                    repo_id: repo_uid.clone(),
+                    repo_name: repo.name,
+                    tags: self.store.tags_pointing(&repo_uid, &digest, MAX_TAGS).await?,
+                    digest,
+                    vulnerability_id: vuln_id,
+                    purls,
+                });
+            }
+            if done {
+                break;
+            }
+        }
+        Ok(v1::AffectedImageList {
+            items,
+            next_page_token: next,
+        })
+    }
+}

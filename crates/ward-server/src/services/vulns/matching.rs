@@ -1,0 +1,603 @@
+//! Matching an inventory against advisory data: imported OSV records (any
+//! ecosystem, their `ranges` and `versions` honoured exactly) and Ward's own
+//! advisories, whose approved events are the team's decisions.
+//!
+//! Per package, every hit (a record whose affected range holds the
+//! installed version, or an advisory naming the package) is grouped with
+//! the hits it shares an id or alias with: one vulnerability. A decision in
+//! the group then rules: an approved false-positive determination removes
+//! the match (a `not_affected` statement), an approved fix at or below the
+//! installed version removes it (`fixed`), one above gives the fix version;
+//! an advisory with only pending events shows as under investigation and
+//! decides nothing.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use ward_core::osv_range::{self, Range};
+use ward_core::severity::{Severity, cvss_score};
+use ward_core::versions::Ecosystem;
+use ward_sbom::Package;
+use ward_store::advisories::{APPROVED, AdvisoryRecord, EventRecord, PENDING};
+use ward_store::vulns::FeedCandidate;
+
+/// An imported OSV record, parsed once (and cached by group, id and digest).
+#[derive(Debug)]
+pub struct Record {
+    pub group: String,
+    pub id: String,
+    pub aliases: Vec<String>,
+    pub summary: String,
+    pub details: String,
+    /// `(score, version)` of each CVSS vector.
+    pub cvss: Vec<(f64, &'static str)>,
+    pub severity: Severity,
+    pub urls: Vec<String>,
+    pub affected: Vec<Affected>,
+    pub withdrawn: bool,
+    pub update_time: i64,
+}
+
+#[derive(Debug)]
+pub struct Affected {
+    pub ecosystem: String,
+    pub name: String,
+    pub ranges: Vec<Range>,
+    pub versions: Vec<String>,
+}
+
+/// Longest summary or details a report repeats.
+const MAX_TEXT: usize = 4096;
+
+fn cut(s: &str) -> String {
+    if s.len() <= MAX_TEXT {
+        return s.to_owned();
+    }
+    let mut end = MAX_TEXT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+impl Record {
+    /// Parses a stored record (imports checked it is an OSV object).
+    pub fn parse(c: &FeedCandidate) -> Option<Record> {
+        let v: Value = serde_json::from_str(&c.body).ok()?;
+        let mut cvss = Vec::new();
+        let mut severity = Severity::Unknown;
+        for s in v.get("severity").and_then(Value::as_array).into_iter().flatten() {
+            if let Some((score, version)) = s.get("score").and_then(Value::as_str).and_then(cvss_score) {
+                cvss.push((score, version));
+                severity = severity.max(Severity::from_score(score));
+            }
+        }
+        if severity == Severity::Unknown
+            && let Some(s) = v
+                .get("database_specific")
+                .and_then(|d| d.get("severity"))
+                .and_then(Value::as_str)
+                .and_then(Severity::parse)
+        {
+            severity = s;
+        }
+        let affected = v
+            .get("affected")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|a| {
+                let p = a.get("package")?;
+                Some(Affected {
+                    ecosystem: p.get("ecosystem")?.as_str()?.to_owned(),
+                    name: p.get("name")?.as_str()?.to_owned(),
+                    ranges: a.get("ranges").map(osv_range::parse_ranges).unwrap_or_default(),
+                    versions: strings(a.get("versions")),
+                })
+            })
+            .collect();
+        Some(Record {
+            group: c.parent_uid.clone(),
+            id: c.id.clone(),
+            aliases: strings(v.get("aliases")),
+            summary: cut(v.get("summary").and_then(Value::as_str).unwrap_or("")),
+            details: cut(v.get("details").and_then(Value::as_str).unwrap_or("")),
+            cvss,
+            severity,
+            urls: v
+                .get("references")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.get("url").and_then(Value::as_str).map(str::to_owned))
+                .take(20)
+                .collect(),
+            affected,
+            withdrawn: c.withdrawn,
+            update_time: c.update_time,
+        })
+    }
+
+    /// Bytes the record holds (its cache weight).
+    pub fn weight(&self) -> usize {
+        let ranges: usize = self
+            .affected
+            .iter()
+            .map(|a| a.name.len() + a.ecosystem.len() + a.versions.iter().map(String::len).sum::<usize>() + 64)
+            .sum();
+        self.summary.len() + self.details.len() + self.aliases.iter().map(String::len).sum::<usize>() + ranges + 128
+    }
+}
+
+/// What Ward's own advisory decided, from its events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// An approved fix at this version.
+    Fixed(String),
+    /// An approved false-positive determination: the OpenVEX justification.
+    NotAffected(String),
+    /// Approved: the fix is not planned.
+    WontFix,
+    /// Approved: affected, no fix yet (detection, true positive, pending
+    /// upstream fix, analysis not planned).
+    Affected,
+    /// Only pending events: under investigation, nothing decided.
+    UnderInvestigation,
+}
+
+/// An advisory's decision about its artifact (and component).
+#[derive(Clone, Debug)]
+pub struct Decision {
+    pub advisory_id: String,
+    pub ids: Vec<String>,
+    pub names: Vec<String>,
+    /// The purl type the advisory is about ("apk"), when it names one.
+    pub purl_type: Option<String>,
+    pub verdict: Verdict,
+    pub severity: Severity,
+    pub update_time: i64,
+}
+
+/// The OpenVEX justification of a false-positive determination type.
+fn justification(payload: &Value) -> String {
+    let t = payload
+        .get("falsePositiveDetermination")
+        .and_then(|f| f.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    match t {
+        "TYPE_COMPONENT_VULNERABILITY_MISMATCH" | "TYPE_VULNERABLE_CODE_VERSION_NOT_USED" => "component_not_present",
+        "TYPE_VULNERABLE_CODE_NOT_IN_EXECUTION_PATH" => "vulnerable_code_not_in_execute_path",
+        "TYPE_VULNERABLE_CODE_CANNOT_BE_CONTROLLED_BY_ADVERSARY" => "vulnerable_code_cannot_be_controlled_by_adversary",
+        "TYPE_INLINE_MITIGATIONS_EXIST" => "inline_mitigations_already_exist",
+        _ => "vulnerable_code_not_present",
+    }
+    .to_owned()
+}
+
+impl Decision {
+    /// The decision of an advisory from its events (oldest first). None when
+    /// it has no events that say anything.
+    pub fn of(a: &AdvisoryRecord, events: &[&EventRecord]) -> Option<Decision> {
+        let latest = events
+            .iter()
+            .filter(|e| e.review_state == APPROVED)
+            .max_by(|x, y| (x.event_time, &x.uid).cmp(&(y.event_time, &y.uid)));
+        let verdict = match latest {
+            Some(e) => {
+                let payload: Value = serde_json::from_str(&e.payload).unwrap_or(Value::Null);
+                match e.kind {
+                    3 => Verdict::Fixed(
+                        payload
+                            .get("fixed")
+                            .and_then(|f| f.get("fixedVersion"))
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                    ),
+                    4 => Verdict::NotAffected(justification(&payload)),
+                    6 => Verdict::WontFix,
+                    _ => Verdict::Affected,
+                }
+            }
+            None if events.iter().any(|e| e.review_state == PENDING) => Verdict::UnderInvestigation,
+            None => return None,
+        };
+        if matches!(&verdict, Verdict::Fixed(v) if v.is_empty()) {
+            return None;
+        }
+        let mut ids = vec![a.advisory_id.clone()];
+        ids.extend(a.alias_list());
+        let severity = serde_json::from_str::<Vec<Value>>(&a.severities)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|s| s.get("score").and_then(Value::as_str))
+            .filter_map(|s| {
+                cvss_score(s)
+                    .map(|(n, _)| Severity::from_score(n))
+                    .or_else(|| Severity::parse(s))
+            })
+            .max()
+            .unwrap_or(Severity::Unknown);
+        let names = [&a.artifact_name, &a.component_name]
+            .into_iter()
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .collect();
+        let purl_type = match a.artifact_type.as_str() {
+            "" => None,
+            t => Some(t.to_ascii_lowercase()),
+        };
+        Some(Decision {
+            advisory_id: a.advisory_id.clone(),
+            ids,
+            names,
+            purl_type,
+            verdict,
+            severity,
+            update_time: a.update_time,
+        })
+    }
+}
+
+/// One vulnerability in one package.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Match {
+    pub id: String,
+    pub aliases: Vec<String>,
+    /// The records and advisories it came from.
+    pub sources: Vec<String>,
+    pub summary: String,
+    pub details: String,
+    pub severity: String,
+    pub cvss: Vec<(String, String)>,
+    pub urls: Vec<String>,
+    pub package: Package,
+    pub fix_versions: Vec<String>,
+    /// `tenant.Fix.State`: 0 unknown (under investigation), 1 fixed (a fix
+    /// exists), 2 not fixed, 3 won't fix.
+    pub fix_state: i32,
+    /// Ward advisory id → its state ("fixed", "affected", "under_investigation", …).
+    pub advisories: BTreeMap<String, String>,
+}
+
+/// An OpenVEX statement about one vulnerability in one package.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Statement {
+    pub id: String,
+    pub aliases: Vec<String>,
+    pub purl: String,
+    /// "affected", "fixed", "not_affected" or "under_investigation".
+    pub status: String,
+    pub justification: Option<String>,
+    /// The advisory whose decision this is.
+    pub advisory: Option<String>,
+}
+
+/// What one evaluation found.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub matches: Vec<Match>,
+    pub statements: Vec<Statement>,
+    /// Newest change of the advisory data used (ms).
+    pub data_time: i64,
+    /// Packages whose version the ecosystem cannot order (matched by
+    /// `versions` lists only).
+    pub unorderable: Vec<String>,
+}
+
+/// Whether an OSV ecosystem is the package's: the same ordering, and for
+/// distribution packages the same distribution (the purl namespace).
+fn ecosystem_fits(osv: &str, eco: Ecosystem, p: &Package) -> bool {
+    if Ecosystem::from_osv(osv) != Some(eco) {
+        return false;
+    }
+    match eco {
+        Ecosystem::Apk | Ecosystem::Debian | Ecosystem::Rpm => {
+            let distro = osv.split(':').next().unwrap_or(osv).to_ascii_lowercase();
+            match p.namespace.as_deref() {
+                Some(ns) if !ns.is_empty() => {
+                    let ns = ns.to_ascii_lowercase();
+                    distro == ns || distro.replace(' ', "") == ns
+                }
+                _ => true,
+            }
+        }
+        _ => true,
+    }
+}
+
+/// Names a package may be listed under in advisory data: as inventoried,
+/// and in its purl's normalized form.
+pub fn lookup_names(p: &Package) -> Vec<String> {
+    let mut v = vec![p.name.clone()];
+    let lower = p.name.to_ascii_lowercase();
+    if lower != p.name {
+        v.push(lower);
+    }
+    if p.purl_type == "pypi" {
+        v.push(p.name.to_ascii_lowercase().replace(['_', '.'], "-"));
+    }
+    if let Some(ns) = &p.namespace
+        && matches!(p.purl_type.as_str(), "npm" | "golang" | "maven")
+    {
+        let sep = if p.purl_type == "maven" { ":" } else { "/" };
+        v.push(format!("{}{sep}{}", ns.replace("%40", "@"), p.name));
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn same_name(a: &str, p: &Package) -> bool {
+    lookup_names(p).iter().any(|n| n == a) || (p.purl_type == "pypi" && normalize_pypi(a) == normalize_pypi(&p.name))
+}
+
+fn normalize_pypi(s: &str) -> String {
+    s.to_ascii_lowercase().replace(['_', '.'], "-")
+}
+
+struct Hit<'a> {
+    ids: BTreeSet<String>,
+    record: Option<&'a Record>,
+    decision: Option<&'a Decision>,
+    fixed: Vec<String>,
+}
+
+fn primary(ids: &BTreeSet<String>, hits: &[&Hit<'_>]) -> String {
+    if let Some(cve) = ids.iter().find(|i| i.starts_with("CVE-")) {
+        return cve.clone();
+    }
+    if let Some(r) = hits.iter().find_map(|h| h.record) {
+        return r.id.clone();
+    }
+    ids.iter().next().cloned().unwrap_or_default()
+}
+
+/// Evaluates packages against records and decisions (already limited to
+/// what the image's organization can see).
+pub fn evaluate(packages: &[Package], records: &[Arc<Record>], decisions: &[Decision]) -> Evaluation {
+    let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        for a in &r.affected {
+            by_name.entry(a.name.clone()).or_default().push(i);
+            let low = a.name.to_ascii_lowercase();
+            if low != a.name {
+                by_name.entry(low).or_default().push(i);
+            }
+        }
+    }
+    let mut decisions_by_name: HashMap<&str, Vec<&Decision>> = HashMap::new();
+    for d in decisions {
+        for n in &d.names {
+            decisions_by_name.entry(n.as_str()).or_default().push(d);
+        }
+    }
+    let mut out = Evaluation::default();
+    out.data_time = records
+        .iter()
+        .map(|r| r.update_time)
+        .chain(decisions.iter().map(|d| d.update_time))
+        .max()
+        .unwrap_or(0);
+    for p in packages {
+        let Some(eco) = Ecosystem::from_purl_type(&p.purl_type) else {
+            continue;
+        };
+        let mut hits: Vec<Hit<'_>> = Vec::new();
+        let mut seen: BTreeSet<usize> = BTreeSet::new();
+        for n in lookup_names(p) {
+            for &i in by_name.get(&n).into_iter().flatten() {
+                if !seen.insert(i) {
+                    continue;
+                }
+                let r = &records[i];
+                if r.withdrawn {
+                    continue;
+                }
+                let mut affected = false;
+                let mut fixed = Vec::new();
+                for a in r
+                    .affected
+                    .iter()
+                    .filter(|a| same_name(&a.name, p) && ecosystem_fits(&a.ecosystem, eco, p))
+                {
+                    match osv_range::is_affected(eco, &p.version, &a.ranges, &a.versions) {
+                        Some(true) => {
+                            affected = true;
+                            fixed.extend(osv_range::fixed_versions(eco, &p.version, &a.ranges));
+                        }
+                        Some(false) => {}
+                        None => out.unorderable.push(p.purl.clone()),
+                    }
+                }
+                if affected {
+                    let mut ids: BTreeSet<String> = r.aliases.iter().cloned().collect();
+                    ids.insert(r.id.clone());
+                    hits.push(Hit {
+                        ids,
+                        record: Some(r),
+                        decision: None,
+                        fixed,
+                    });
+                }
+            }
+        }
+        let mut ds: Vec<&Decision> = lookup_names(p)
+            .iter()
+            .flat_map(|n| decisions_by_name.get(n.as_str()).into_iter().flatten().copied())
+            .filter(|d| d.purl_type.as_deref().is_none_or(|t| t == p.purl_type))
+            .collect();
+        ds.sort_by(|a, b| a.advisory_id.cmp(&b.advisory_id));
+        ds.dedup_by(|a, b| a.advisory_id == b.advisory_id);
+        for d in ds {
+            hits.push(Hit {
+                ids: d.ids.iter().cloned().collect(),
+                record: None,
+                decision: Some(d),
+                fixed: Vec::new(),
+            });
+        }
+        for group in cluster(&hits) {
+            judge(p, eco, &group, &mut out);
+        }
+    }
+    out.unorderable.sort();
+    out.unorderable.dedup();
+    out.matches
+        .sort_by(|a, b| (&a.id, &a.package.purl).cmp(&(&b.id, &b.package.purl)));
+    out.statements.sort_by(|a, b| (&a.id, &a.purl).cmp(&(&b.id, &b.purl)));
+    out
+}
+
+/// Groups hits that share an id or alias (transitively).
+fn cluster<'h, 'a>(hits: &'h [Hit<'a>]) -> Vec<Vec<&'h Hit<'a>>> {
+    let mut parent: Vec<usize> = (0..hits.len()).collect();
+    fn find(p: &mut [usize], i: usize) -> usize {
+        let mut r = i;
+        while p[r] != r {
+            r = p[r];
+        }
+        let mut j = i;
+        while p[j] != r {
+            let n = p[j];
+            p[j] = r;
+            j = n;
+        }
+        r
+    }
+    let mut owner: HashMap<&str, usize> = HashMap::new();
+    for (i, h) in hits.iter().enumerate() {
+        for id in &h.ids {
+            match owner.get(id.as_str()) {
+                Some(&j) => {
+                    let (a, b) = (find(&mut parent, i), find(&mut parent, j));
+                    parent[a] = b;
+                }
+                None => {
+                    owner.insert(id, i);
+                }
+            }
+        }
+    }
+    let mut groups: BTreeMap<usize, Vec<&Hit<'a>>> = BTreeMap::new();
+    for (i, h) in hits.iter().enumerate() {
+        let r = find(&mut parent, i);
+        groups.entry(r).or_default().push(h);
+    }
+    groups.into_values().collect()
+}
+
+/// Decides one vulnerability of one package.
+fn judge(p: &Package, eco: Ecosystem, group: &[&Hit<'_>], out: &mut Evaluation) {
+    let ids: BTreeSet<String> = group.iter().flat_map(|h| h.ids.iter().cloned()).collect();
+    let id = primary(&ids, group);
+    let aliases: Vec<String> = ids.iter().filter(|i| **i != id).cloned().collect();
+    let decisions: Vec<&Decision> = group.iter().filter_map(|h| h.decision).collect();
+    let records: Vec<&Record> = group.iter().filter_map(|h| h.record).collect();
+    let statement = |status: &str, justification: Option<String>, advisory: Option<&Decision>| Statement {
+        id: id.clone(),
+        aliases: aliases.clone(),
+        purl: p.purl.clone(),
+        status: status.to_owned(),
+        justification,
+        advisory: advisory.map(|d| d.advisory_id.clone()),
+    };
+    // A false-positive determination rules first, then a fix.
+    if let Some(d) = decisions.iter().find(|d| matches!(d.verdict, Verdict::NotAffected(_))) {
+        let Verdict::NotAffected(j) = &d.verdict else {
+            unreachable!()
+        };
+        out.statements.push(statement("not_affected", Some(j.clone()), Some(d)));
+        return;
+    }
+    let mut fix_versions: Vec<String> = Vec::new();
+    let mut fix_state;
+    let mut advisories = BTreeMap::new();
+    if let Some(d) = decisions.iter().find(|d| matches!(d.verdict, Verdict::Fixed(_))) {
+        let Verdict::Fixed(v) = &d.verdict else { unreachable!() };
+        match eco.compare(&p.version, v) {
+            Some(std::cmp::Ordering::Less) | None => {
+                fix_versions.push(v.clone());
+                fix_state = 1;
+                advisories.insert(d.advisory_id.clone(), "fixed".to_owned());
+            }
+            Some(_) => {
+                out.statements.push(statement("fixed", None, Some(d)));
+                return;
+            }
+        }
+    } else if let Some(d) = decisions.iter().find(|d| d.verdict == Verdict::WontFix) {
+        fix_state = 3;
+        advisories.insert(d.advisory_id.clone(), "fix_not_planned".to_owned());
+    } else if let Some(d) = decisions.iter().find(|d| d.verdict == Verdict::Affected) {
+        fix_state = 2;
+        advisories.insert(d.advisory_id.clone(), "affected".to_owned());
+    } else if records.is_empty() {
+        // Only advisories under investigation: shown, nothing decided.
+        fix_state = 0;
+    } else {
+        fix_state = 2;
+    }
+    for d in decisions.iter().filter(|d| d.verdict == Verdict::UnderInvestigation) {
+        advisories.insert(d.advisory_id.clone(), "under_investigation".to_owned());
+    }
+    if fix_versions.is_empty() && fix_state == 2 {
+        for h in group {
+            fix_versions.extend(h.fixed.iter().cloned());
+        }
+        fix_versions.sort();
+        fix_versions.dedup();
+        if !fix_versions.is_empty() {
+            fix_state = 1;
+        }
+    }
+    let severity = records
+        .iter()
+        .map(|r| r.severity)
+        .chain(decisions.iter().map(|d| d.severity))
+        .max()
+        .unwrap_or(Severity::Unknown);
+    let mut cvss: Vec<(String, String)> = records
+        .iter()
+        .flat_map(|r| r.cvss.iter().map(|(s, v)| (format!("{s:.1}"), (*v).to_owned())))
+        .collect();
+    cvss.sort();
+    cvss.dedup();
+    let first = records.first();
+    let mut sources: Vec<String> = records
+        .iter()
+        .map(|r| r.id.clone())
+        .chain(decisions.iter().map(|d| d.advisory_id.clone()))
+        .collect();
+    sources.sort();
+    sources.dedup();
+    let status = if fix_state == 0 {
+        "under_investigation"
+    } else {
+        "affected"
+    };
+    out.statements.push(statement(status, None, decisions.first().copied()));
+    out.matches.push(Match {
+        id: id.clone(),
+        aliases: aliases.clone(),
+        sources,
+        summary: first.map(|r| r.summary.clone()).unwrap_or_default(),
+        details: first.map(|r| r.details.clone()).unwrap_or_default(),
+        severity: severity.as_str().to_owned(),
+        cvss,
+        urls: first.map(|r| r.urls.clone()).unwrap_or_default(),
+        package: p.clone(),
+        fix_versions,
+        fix_state,
+        advisories,
+    });
+}

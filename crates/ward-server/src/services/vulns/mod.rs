@@ -1,0 +1,129 @@
+//! Vulnerability reports: every image the registry holds matched against
+//! the advisories its organization can see, with the team's reviewed
+//! decisions applied.
+//!
+//! - `inventory`: the packages of a manifest, from its SBOM (a referrer or
+//!   the `sha256-<hex>.sbom`/`.att` tag) or else from its layers, parsed by
+//!   the bounded `ward-sbom` crate; an index gets the union of its images'.
+//! - `matching`: an inventory against imported OSV records and Ward's own
+//!   advisories, in each ecosystem's version ordering (`ward_core::versions`).
+//! - `jobs`: the one durable job queue all of this runs on, off the request
+//!   path: pushes, advisory changes and the backfill enqueue; workers claim.
+//! - `api`: the registry's report, SBOM and config RPCs, the cross-repo
+//!   listings and the affected-images query; `vex`: OpenVEX documents.
+
+pub mod api;
+pub mod inventory;
+pub mod jobs;
+pub mod matching;
+pub mod report;
+pub mod vex;
+
+use std::sync::Arc;
+
+use ward_core::Result;
+
+use crate::ward::Ward;
+
+/// The scanner name reports carry.
+pub const SCANNER: &str = "ward";
+
+/// Job kinds.
+pub const INVENTORY: &str = "inventory";
+pub const REPORT: &str = "report";
+pub const REEVAL: &str = "reeval";
+pub const BACKFILL: &str = "backfill";
+
+/// A manifest's job key.
+pub(crate) fn key(repo_uid: &str, digest: &str) -> String {
+    format!("{repo_uid}|{digest}")
+}
+
+pub(crate) fn split_key(k: &str) -> Option<(&str, &str)> {
+    k.split_once('|')
+}
+
+/// Background state shared by the workers of one server.
+pub struct VulnState {
+    /// Wakes the workers when this server enqueues work (other replicas'
+    /// work is found by polling).
+    pub(crate) wake: tokio::sync::Notify,
+    /// Parsed OSV records by (group, id, digest): a report reads the same
+    /// records for many images.
+    pub(crate) records: moka::sync::Cache<String, Arc<matching::Record>>,
+}
+
+impl Default for VulnState {
+    fn default() -> Self {
+        Self {
+            wake: tokio::sync::Notify::new(),
+            records: moka::sync::Cache::builder()
+                .weigher(|k: &String, v: &Arc<matching::Record>| {
+                    u32::try_from(k.len() + v.weight()).unwrap_or(u32::MAX)
+                })
+                .max_capacity(64 * 1024 * 1024)
+                .build(),
+        }
+    }
+}
+
+impl Ward {
+    /// Queues background jobs now and wakes this server's workers. Failing
+    /// to queue never fails the request that asked (the backfill and the
+    /// next change catch up); it is logged.
+    pub(crate) async fn enqueue(&self, jobs: Vec<(String, String)>) {
+        if jobs.is_empty() {
+            return;
+        }
+        let now = self.clock.now_millis();
+        match self.store.enqueue_jobs(&jobs, now, now).await {
+            Ok(()) => self.vulns.wake.notify_waiters(),
+            Err(e) => tracing::warn!(error = %e.message(), "could not queue background work"),
+        }
+    }
+
+    /// A manifest was pushed: read its inventory (and, for an SBOM or
+    /// attestation, its subject's) off the request path.
+    pub(crate) async fn on_manifest_pushed(
+        &self,
+        repo_uid: &str,
+        digest: &str,
+        subject: Option<&str>,
+        tags: &[String],
+    ) {
+        let mut jobs = vec![(INVENTORY.to_owned(), key(repo_uid, digest))];
+        if let Some(s) = subject {
+            jobs.push((INVENTORY.to_owned(), key(repo_uid, s)));
+        }
+        for t in tags {
+            if let Some(d) = inventory::tagged_subject(t) {
+                jobs.push((INVENTORY.to_owned(), key(repo_uid, &d)));
+            }
+        }
+        self.enqueue(jobs).await;
+    }
+
+    /// Advisory data about these package names changed: re-evaluate the
+    /// images holding one of them.
+    pub(crate) async fn on_advisories_changed(&self, names: Vec<String>) {
+        let mut jobs: Vec<(String, String)> = names
+            .into_iter()
+            .filter(|n| !n.is_empty())
+            .map(|n| (REEVAL.to_owned(), n))
+            .collect();
+        jobs.sort();
+        jobs.dedup();
+        self.enqueue(jobs).await;
+    }
+
+    /// Queues the backfill (inventories of manifests pushed before reports
+    /// existed); resumable, since it only picks manifests without one.
+    pub async fn start_backfill(&self) -> Result<()> {
+        let now = self.clock.now_millis();
+        self.store
+            .enqueue_jobs(&[(BACKFILL.to_owned(), String::new())], now, now)
+            .await?;
+        self.vulns.wake.notify_waiters();
+        Ok(())
+    }
+}

@@ -1,0 +1,433 @@
+//! Vulnerability reports and the job queue on PostgreSQL. Claims take due
+//! rows `FOR UPDATE SKIP LOCKED`, so replicas never lease the same job.
+
+use std::collections::{HashMap, HashSet};
+
+use async_trait::async_trait;
+use sqlx::PgConnection;
+use ward_core::Result;
+
+use super::PostgresStore;
+use crate::advisories::AdvisoryRecord;
+use crate::db_err;
+use crate::sql::ADVISORY_COLUMNS;
+use crate::vulns::{
+    FeedCandidate, FindingRecord, InventoryRecord, JobEnd, JobRecord, ManifestKey, ReportRecord, VulnStore,
+};
+
+async fn manifest_exists(c: &mut PgConnection, repo: &str, digest: &str) -> Result<bool> {
+    let n: Option<i32> = sqlx::query_scalar("SELECT 1 FROM manifests WHERE repo_uid = $1 AND digest = $2 FOR SHARE")
+        .bind(repo)
+        .bind(digest)
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(|e| db_err("manifest exists", e))?;
+    Ok(n.is_some())
+}
+
+type FindingRow = (String, String, String, String, String, i64, Option<i64>);
+
+fn finding(r: FindingRow) -> FindingRecord {
+    FindingRecord {
+        repo_uid: r.0,
+        digest: r.1,
+        vuln_id: r.2,
+        severity: r.3,
+        aliases: serde_json::from_str(&r.4).unwrap_or_default(),
+        first_seen: r.5,
+        resolved_at: r.6,
+    }
+}
+
+#[async_trait]
+impl VulnStore for PostgresStore {
+    async fn enqueue_jobs(&self, jobs: &[(String, String)], run_after: i64, now_ms: i64) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let (kinds, keys): (Vec<String>, Vec<String>) = jobs.iter().cloned().unzip();
+        sqlx::query(
+            "INSERT INTO jobs (kind, key, run_after, create_time) \
+             SELECT k, v, $3, $4 FROM UNNEST($1::text[], $2::text[]) AS t(k, v) \
+             ON CONFLICT (kind, key) DO UPDATE SET run_after = LEAST(jobs.run_after, excluded.run_after), \
+             again = CASE WHEN jobs.lease_until IS NOT NULL AND jobs.lease_until >= $4 THEN 1 ELSE jobs.again END",
+        )
+        .bind(&kinds)
+        .bind(&keys)
+        .bind(run_after)
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| db_err("enqueue jobs", e))?;
+        Ok(())
+    }
+
+    async fn claim_jobs(&self, now_ms: i64, lease_ms: i64, limit: u32) -> Result<Vec<JobRecord>> {
+        let rows: Vec<(i64, String, String, i64)> = sqlx::query_as(
+            "UPDATE jobs SET lease_until = $1 + $2, attempts = attempts + 1 WHERE id IN \
+             (SELECT id FROM jobs WHERE run_after <= $1 AND (lease_until IS NULL OR lease_until < $1) \
+             ORDER BY run_after, id LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING id, kind, key, attempts",
+        )
+        .bind(now_ms)
+        .bind(lease_ms)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("claim jobs", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, kind, key, attempts)| JobRecord {
+                id,
+                kind,
+                key,
+                attempts,
+            })
+            .collect())
+    }
+
+    async fn finish_job(&self, id: i64, end: JobEnd, now_ms: i64) -> Result<()> {
+        let mut tx = self.begin().await?;
+        match end {
+            JobEnd::Done => {
+                sqlx::query("DELETE FROM jobs WHERE id = $1 AND again = 0")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| db_err("finish job", e))?;
+                sqlx::query(
+                    "UPDATE jobs SET again = 0, lease_until = NULL, run_after = $2, attempts = 0, last_error = '' \
+                     WHERE id = $1",
+                )
+                .bind(id)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| db_err("finish job", e))?;
+            }
+            JobEnd::Retry { at, error } => {
+                sqlx::query("UPDATE jobs SET lease_until = NULL, run_after = $2, last_error = $3 WHERE id = $1")
+                    .bind(id)
+                    .bind(at)
+                    .bind(error)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| db_err("finish job", e))?;
+            }
+        }
+        tx.commit().await.map_err(|e| db_err("finish job", e))
+    }
+
+    async fn job_counts(&self) -> Result<Vec<(String, i64)>> {
+        sqlx::query_as("SELECT kind, COUNT(*) FROM jobs GROUP BY kind ORDER BY kind")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| db_err("job counts", e))
+    }
+
+    async fn put_inventory(&self, inv: &InventoryRecord, names: &[String]) -> Result<()> {
+        let mut tx = self.begin().await?;
+        if !manifest_exists(&mut tx, &inv.repo_uid, &inv.digest).await? {
+            return Ok(());
+        }
+        sqlx::query(
+            "INSERT INTO inventories (repo_uid, digest, status, error, source, sbom_digest, document, update_time) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (repo_uid, digest) DO UPDATE SET \
+             status = excluded.status, error = excluded.error, source = excluded.source, \
+             sbom_digest = excluded.sbom_digest, document = excluded.document, update_time = excluded.update_time",
+        )
+        .bind(&inv.repo_uid)
+        .bind(&inv.digest)
+        .bind(&inv.status)
+        .bind(&inv.error)
+        .bind(&inv.source)
+        .bind(&inv.sbom_digest)
+        .bind(&inv.document)
+        .bind(inv.update_time)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("put inventory", e))?;
+        sqlx::query("DELETE FROM inventory_packages WHERE repo_uid = $1 AND digest = $2")
+            .bind(&inv.repo_uid)
+            .bind(&inv.digest)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("put inventory", e))?;
+        sqlx::query(
+            "INSERT INTO inventory_packages (repo_uid, digest, name) SELECT $1, $2, n FROM UNNEST($3::text[]) AS t(n) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(&inv.repo_uid)
+        .bind(&inv.digest)
+        .bind(names)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("put inventory", e))?;
+        tx.commit().await.map_err(|e| db_err("put inventory", e))
+    }
+
+    async fn get_inventory(&self, repo_uid: &str, digest: &str) -> Result<Option<InventoryRecord>> {
+        let row: Option<(String, String, String, String, String, String, String, i64)> = sqlx::query_as(
+            "SELECT repo_uid, digest, status, error, source, sbom_digest, document, update_time \
+             FROM inventories WHERE repo_uid = $1 AND digest = $2",
+        )
+        .bind(repo_uid)
+        .bind(digest)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| db_err("get inventory", e))?;
+        Ok(row.map(|r| InventoryRecord {
+            repo_uid: r.0,
+            digest: r.1,
+            status: r.2,
+            error: r.3,
+            source: r.4,
+            sbom_digest: r.5,
+            document: r.6,
+            update_time: r.7,
+        }))
+    }
+
+    async fn manifests_with_packages(
+        &self,
+        names: &[String],
+        after: Option<&ManifestKey>,
+        limit: u32,
+    ) -> Result<Vec<ManifestKey>> {
+        let after = after.cloned().unwrap_or_default();
+        sqlx::query_as(
+            "SELECT DISTINCT repo_uid, digest FROM inventory_packages WHERE name = ANY($1) \
+             AND (repo_uid, digest) > ($2, $3) ORDER BY repo_uid, digest LIMIT $4",
+        )
+        .bind(names)
+        .bind(&after.0)
+        .bind(&after.1)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("manifests with packages", e))
+    }
+
+    async fn manifests_without_inventory(&self, after: Option<&ManifestKey>, limit: u32) -> Result<Vec<ManifestKey>> {
+        let after = after.cloned().unwrap_or_default();
+        sqlx::query_as(
+            "SELECT m.repo_uid, m.digest FROM manifests m WHERE (m.repo_uid, m.digest) > ($1, $2) \
+             AND NOT EXISTS (SELECT 1 FROM inventories i WHERE i.repo_uid = m.repo_uid AND i.digest = m.digest) \
+             ORDER BY m.repo_uid, m.digest LIMIT $3",
+        )
+        .bind(&after.0)
+        .bind(&after.1)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("manifests without inventory", e))
+    }
+
+    async fn put_report(&self, r: &ReportRecord, findings: &[FindingRecord]) -> Result<()> {
+        let e = |e| db_err("put report", e);
+        let mut tx = self.begin().await?;
+        if !manifest_exists(&mut tx, &r.repo_uid, &r.digest).await? {
+            return Ok(());
+        }
+        sqlx::query(
+            "INSERT INTO vuln_reports (repo_uid, digest, report, data_time, create_time) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (repo_uid, digest) DO UPDATE SET report = excluded.report, data_time = excluded.data_time, \
+             create_time = excluded.create_time",
+        )
+        .bind(&r.repo_uid)
+        .bind(&r.digest)
+        .bind(&r.report)
+        .bind(r.data_time)
+        .bind(r.create_time)
+        .execute(&mut *tx)
+        .await
+        .map_err(e)?;
+        let stored: HashMap<String, Option<i64>> = sqlx::query_as::<_, (String, Option<i64>)>(
+            "SELECT vuln_id, resolved_at FROM vuln_findings WHERE repo_uid = $1 AND digest = $2 FOR UPDATE",
+        )
+        .bind(&r.repo_uid)
+        .bind(&r.digest)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(e)?
+        .into_iter()
+        .collect();
+        let now = r.create_time;
+        for f in findings {
+            let aliases = serde_json::to_string(&f.aliases).unwrap_or_else(|_| "[]".into());
+            if stored.contains_key(&f.vuln_id) {
+                sqlx::query(
+                    "UPDATE vuln_findings SET severity = $4, aliases = $5, resolved_at = NULL \
+                     WHERE repo_uid = $1 AND digest = $2 AND vuln_id = $3",
+                )
+                .bind(&f.repo_uid)
+                .bind(&f.digest)
+                .bind(&f.vuln_id)
+                .bind(&f.severity)
+                .bind(&aliases)
+                .execute(&mut *tx)
+                .await
+                .map_err(e)?;
+            } else {
+                sqlx::query(
+                    "INSERT INTO vuln_findings (repo_uid, digest, vuln_id, severity, aliases, first_seen) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(&f.repo_uid)
+                .bind(&f.digest)
+                .bind(&f.vuln_id)
+                .bind(&f.severity)
+                .bind(&aliases)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(e)?;
+            }
+            let ids: Vec<&str> = std::iter::once(&f.vuln_id)
+                .chain(&f.aliases)
+                .map(String::as_str)
+                .collect();
+            sqlx::query(
+                "INSERT INTO vuln_finding_ids (repo_uid, digest, vuln_id, id) \
+                 SELECT $1, $2, $3, i FROM UNNEST($4::text[]) AS t(i) ON CONFLICT DO NOTHING",
+            )
+            .bind(&f.repo_uid)
+            .bind(&f.digest)
+            .bind(&f.vuln_id)
+            .bind(&ids)
+            .execute(&mut *tx)
+            .await
+            .map_err(e)?;
+        }
+        let current: HashSet<&str> = findings.iter().map(|f| f.vuln_id.as_str()).collect();
+        let gone: Vec<&str> = stored
+            .iter()
+            .filter(|(id, resolved)| resolved.is_none() && !current.contains(id.as_str()))
+            .map(|(id, _)| id.as_str())
+            .collect();
+        if !gone.is_empty() {
+            sqlx::query(
+                "UPDATE vuln_findings SET resolved_at = $4 WHERE repo_uid = $1 AND digest = $2 AND vuln_id = ANY($3)",
+            )
+            .bind(&r.repo_uid)
+            .bind(&r.digest)
+            .bind(&gone)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(e)?;
+        }
+        tx.commit().await.map_err(e)
+    }
+
+    async fn get_report(&self, repo_uid: &str, digest: &str) -> Result<Option<ReportRecord>> {
+        let row: Option<(String, String, String, i64, i64)> = sqlx::query_as(
+            "SELECT repo_uid, digest, report, data_time, create_time FROM vuln_reports \
+             WHERE repo_uid = $1 AND digest = $2",
+        )
+        .bind(repo_uid)
+        .bind(digest)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| db_err("get report", e))?;
+        Ok(row.map(|r| ReportRecord {
+            repo_uid: r.0,
+            digest: r.1,
+            report: r.2,
+            data_time: r.3,
+            create_time: r.4,
+        }))
+    }
+
+    async fn findings_of(&self, repo_uid: &str, digests: &[String]) -> Result<Vec<FindingRecord>> {
+        let rows: Vec<FindingRow> = sqlx::query_as(
+            "SELECT repo_uid, digest, vuln_id, severity, aliases, first_seen, resolved_at FROM vuln_findings \
+             WHERE repo_uid = $1 AND digest = ANY($2) ORDER BY digest, vuln_id",
+        )
+        .bind(repo_uid)
+        .bind(digests)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("findings", e))?;
+        Ok(rows.into_iter().map(finding).collect())
+    }
+
+    async fn affected_by(
+        &self,
+        ids: &[String],
+        after: Option<&ManifestKey>,
+        limit: u32,
+    ) -> Result<Vec<(String, String, String)>> {
+        let after = after.cloned().unwrap_or_default();
+        sqlx::query_as(
+            "SELECT DISTINCT i.repo_uid, i.digest, i.vuln_id FROM vuln_finding_ids i JOIN vuln_findings f \
+             ON f.repo_uid = i.repo_uid AND f.digest = i.digest AND f.vuln_id = i.vuln_id \
+             WHERE i.id = ANY($1) AND f.resolved_at IS NULL AND (i.repo_uid, i.digest) > ($2, $3) \
+             ORDER BY i.repo_uid, i.digest, i.vuln_id LIMIT $4",
+        )
+        .bind(ids)
+        .bind(&after.0)
+        .bind(&after.1)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("affected by", e))
+    }
+
+    async fn tags_pointing(&self, repo_uid: &str, digest: &str, limit: u32) -> Result<Vec<String>> {
+        sqlx::query_scalar("SELECT name FROM tags WHERE parent_uid = $1 AND digest = $2 ORDER BY name LIMIT $3")
+            .bind(repo_uid)
+            .bind(digest)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| db_err("tags pointing", e))
+    }
+
+    async fn feed_candidates(&self, names: &[String]) -> Result<Vec<FeedCandidate>> {
+        let rows: Vec<(String, String, String, String, String, String, bool, i64)> = sqlx::query_as(
+            "SELECT r.parent_uid, r.id, p.ecosystem, p.name, r.body, r.digest, r.withdrawn IS NOT NULL, \
+             r.update_time FROM feed_record_packages p JOIN feed_records r \
+             ON r.parent_uid = p.parent_uid AND r.id = p.record_id WHERE p.name = ANY($1)",
+        )
+        .bind(names)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("feed candidates", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| FeedCandidate {
+                parent_uid: r.0,
+                id: r.1,
+                ecosystem: r.2,
+                name: r.3,
+                body: r.4,
+                digest: r.5,
+                withdrawn: r.6,
+                update_time: r.7,
+            })
+            .collect())
+    }
+
+    async fn advisories_naming(&self, names: &[String]) -> Result<Vec<AdvisoryRecord>> {
+        sqlx::query_as(&format!(
+            "SELECT {ADVISORY_COLUMNS} FROM advisories WHERE delete_time IS NULL AND \
+             (artifact_name = ANY($1) OR component_name = ANY($1)) ORDER BY uid"
+        ))
+        .bind(names)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("advisories naming", e))
+    }
+
+    async fn ids_aliased(&self, alias: &str) -> Result<Vec<String>> {
+        sqlx::query_scalar(
+            "SELECT record_id FROM feed_record_aliases WHERE alias = $1 \
+             UNION SELECT a.advisory_id FROM advisory_aliases x JOIN advisories a ON a.uid = x.advisory_uid \
+             WHERE x.alias = $1 AND a.delete_time IS NULL ORDER BY 1",
+        )
+        .bind(alias)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("ids aliased", e))
+    }
+}

@@ -1,0 +1,143 @@
+//! Vulnerability reports' storage and the durable job queue that computes
+//! them: inventories per manifest (with an index from package name to
+//! manifests), the current report per manifest, and each finding's history
+//! (first seen, resolved) for counts by day and resolved-vulnerability
+//! reports.
+
+use async_trait::async_trait;
+use ward_core::Result;
+
+/// A claimed job: `attempts` counts this one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobRecord {
+    pub id: i64,
+    pub kind: String,
+    pub key: String,
+    pub attempts: i64,
+}
+
+/// How a claimed job ended.
+#[derive(Clone, Debug)]
+pub enum JobEnd {
+    /// Done: the row goes, unless it was enqueued again meanwhile (then it
+    /// runs once more).
+    Done,
+    /// Try again at this time (ms), keeping the error for operators.
+    Retry { at: i64, error: String },
+}
+
+/// A manifest's inventory (or the error that stopped reading it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InventoryRecord {
+    pub repo_uid: String,
+    pub digest: String,
+    /// "ready" or "error".
+    pub status: String,
+    pub error: String,
+    /// "sbom", "layers", "index" or "none" (not an image).
+    pub source: String,
+    /// The manifest that carried the SBOM ("" when read from layers).
+    pub sbom_digest: String,
+    /// The inventory as JSON (the service layer owns its shape).
+    pub document: String,
+    pub update_time: i64,
+}
+
+/// A manifest's current report: `report` is its matches as JSON.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportRecord {
+    pub repo_uid: String,
+    pub digest: String,
+    pub report: String,
+    pub data_time: i64,
+    pub create_time: i64,
+}
+
+/// One vulnerability a manifest's reports have shown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FindingRecord {
+    pub repo_uid: String,
+    pub digest: String,
+    pub vuln_id: String,
+    pub severity: String,
+    pub aliases: Vec<String>,
+    pub first_seen: i64,
+    pub resolved_at: Option<i64>,
+}
+
+/// An imported OSV record that names a package of some name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeedCandidate {
+    pub parent_uid: String,
+    pub id: String,
+    pub ecosystem: String,
+    pub name: String,
+    pub body: String,
+    pub digest: String,
+    pub withdrawn: bool,
+    pub update_time: i64,
+}
+
+/// A `(repo_uid, digest)` cursor for walks over manifests.
+pub type ManifestKey = (String, String);
+
+/// Most names one candidate lookup takes per statement.
+pub const NAME_CHUNK: usize = 500;
+
+#[async_trait]
+pub trait VulnStore: Send + Sync + 'static {
+    /// Queues `(kind, key)` jobs to run from `run_after`: one merges into a
+    /// queued job of the same kind and key (the earlier time wins), and a
+    /// running one is marked to run again once it ends.
+    async fn enqueue_jobs(&self, jobs: &[(String, String)], run_after: i64, now_ms: i64) -> Result<()>;
+    /// Leases up to `limit` due jobs until `now_ms + lease_ms`, oldest first;
+    /// a job whose lease expired (its worker died) is due again.
+    async fn claim_jobs(&self, now_ms: i64, lease_ms: i64, limit: u32) -> Result<Vec<JobRecord>>;
+    async fn finish_job(&self, id: i64, end: JobEnd, now_ms: i64) -> Result<()>;
+    /// Jobs queued or running, by kind (for operators and the backfill's progress).
+    async fn job_counts(&self) -> Result<Vec<(String, i64)>>;
+
+    /// Replaces a manifest's inventory and its package index (`names`,
+    /// each once). Nothing is written if the manifest is gone.
+    async fn put_inventory(&self, inv: &InventoryRecord, names: &[String]) -> Result<()>;
+    async fn get_inventory(&self, repo_uid: &str, digest: &str) -> Result<Option<InventoryRecord>>;
+    /// Manifests whose inventory holds a package of one of these names,
+    /// after `after`, in key order, at most `limit`.
+    async fn manifests_with_packages(
+        &self,
+        names: &[String],
+        after: Option<&ManifestKey>,
+        limit: u32,
+    ) -> Result<Vec<ManifestKey>>;
+    /// Manifests without an inventory, after `after`, in key order (the backfill).
+    async fn manifests_without_inventory(&self, after: Option<&ManifestKey>, limit: u32) -> Result<Vec<ManifestKey>>;
+
+    /// Replaces a manifest's report and brings its findings up to date: new
+    /// ones are first seen now, ones no longer in `findings` are resolved
+    /// now, resolved ones seen again are open again. Nothing is written if
+    /// the manifest is gone.
+    async fn put_report(&self, r: &ReportRecord, findings: &[FindingRecord]) -> Result<()>;
+    async fn get_report(&self, repo_uid: &str, digest: &str) -> Result<Option<ReportRecord>>;
+    /// Every finding (open and resolved) of these manifests of one repo.
+    async fn findings_of(&self, repo_uid: &str, digests: &[String]) -> Result<Vec<FindingRecord>>;
+    /// Open findings answering to one of `ids` (an id or an alias), as
+    /// `(repo_uid, digest, vuln_id)`, after `after`, in key order.
+    async fn affected_by(
+        &self,
+        ids: &[String],
+        after: Option<&ManifestKey>,
+        limit: u32,
+    ) -> Result<Vec<(String, String, String)>>;
+
+    /// Names of the repo's tags that point at `digest`, at most `limit`.
+    async fn tags_pointing(&self, repo_uid: &str, digest: &str, limit: u32) -> Result<Vec<String>>;
+
+    /// Imported OSV records naming a package of one of these names.
+    async fn feed_candidates(&self, names: &[String]) -> Result<Vec<FeedCandidate>>;
+    /// Advisories (not deleted) whose artifact or component is one of these
+    /// names.
+    async fn advisories_naming(&self, names: &[String]) -> Result<Vec<crate::advisories::AdvisoryRecord>>;
+    /// Ids of the feed records and advisories (their CGA ids) that list
+    /// `alias` among their aliases, or are it.
+    async fn ids_aliased(&self, alias: &str) -> Result<Vec<String>>;
+}
