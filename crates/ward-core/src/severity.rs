@@ -44,13 +44,18 @@ impl Severity {
     /// `Low`, up to 6.9 `Medium`, up to 8.9 `High`, up to 10.0 `Critical`.
     /// A score outside 0–10 (or NaN) is `Unknown`.
     pub fn from_score(score: f64) -> Self {
-        match score {
-            s if !(0.0..=10.0).contains(&s) => Self::Unknown,
-            s if s == 0.0 => Self::Negligible,
-            s if s < 4.0 => Self::Low,
-            s if s < 7.0 => Self::Medium,
-            s if s < 9.0 => Self::High,
-            _ => Self::Critical,
+        if !(0.0..=10.0).contains(&score) {
+            Self::Unknown
+        } else if score == 0.0 {
+            Self::Negligible
+        } else if score < 4.0 {
+            Self::Low
+        } else if score < 7.0 {
+            Self::Medium
+        } else if score < 9.0 {
+            Self::High
+        } else {
+            Self::Critical
         }
     }
 

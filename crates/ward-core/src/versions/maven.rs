@@ -18,6 +18,12 @@
 //! remaining items compare against "nothing": a non-zero number is greater, a
 //! qualifier compares against the release qualifier.
 //!
+//! Like Maven's, this order is not transitive for some unusual versions: a
+//! qualifier sorts below a list in the same place, yet a list starting with a
+//! pre-release qualifier sorts below nothing there while any other qualifier
+//! sorts above it, so `a < 0alpha` (`[a]` against `[[alpha]]`) and
+//! `0alpha < 0` (`[[alpha]]` against `[]`) but `a > 0`.
+//!
 //! Maven accepts any string; Ward accepts any non-empty string without
 //! whitespace or control characters. Digits are ASCII only, as the current
 //! POM reference specifies; `_` separates like `-`, as it also specifies.
@@ -348,6 +354,11 @@ mod tests {
                 "1.0.1.0.0.0.0.0.0.0.0.0.0.0.1",
             ],
         );
+    }
+
+    #[test]
+    fn not_transitive_like_maven() {
+        check_orders(MAVEN, "a<0alpha 0alpha<0 0<a");
     }
 
     #[test]
