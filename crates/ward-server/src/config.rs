@@ -43,6 +43,11 @@ pub struct ServerConfig {
     #[arg(long, env = "WARD_MAX_BLOB_BYTES", default_value_t = crate::ward::DEFAULT_MAX_BLOB_BYTES)]
     pub max_blob_bytes: u64,
 
+    /// Most bytes one image layer may decompress to when Ward reads an
+    /// image's packages (a larger layer gives the image an inventory error).
+    #[arg(long, env = "WARD_MAX_LAYER_BYTES", default_value_t = crate::services::vulns::DEFAULT_MAX_LAYER_BYTES)]
+    pub max_layer_bytes: u64,
+
     /// Most bytes of OSV documents one `/osv/all.json` or `/osv/all.zip`
     /// holds; a larger export is refused (the paged feed serves it).
     #[arg(long, env = "WARD_MAX_EXPORT_BYTES", default_value_t = crate::services::advisories::osv::DEFAULT_MAX_EXPORT_BYTES)]
@@ -125,6 +130,7 @@ impl ServerConfig {
             registry_url: None,
             blob_store: None,
             max_blob_bytes: crate::ward::DEFAULT_MAX_BLOB_BYTES,
+            max_layer_bytes: crate::services::vulns::DEFAULT_MAX_LAYER_BYTES,
             max_export_bytes: crate::services::advisories::osv::DEFAULT_MAX_EXPORT_BYTES,
             public_advisories: Vec::new(),
             osv_ecosystem: crate::ward::DEFAULT_OSV_ECOSYSTEM.into(),
@@ -191,6 +197,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("registry_url", &self.registry_url)
             .field("blob_store", &self.blob_store)
             .field("max_blob_bytes", &self.max_blob_bytes)
+            .field("max_layer_bytes", &self.max_layer_bytes)
             .field("max_export_bytes", &self.max_export_bytes)
             .field("secret_key", &self.secret_key.as_ref().map(|_| "<redacted>"))
             .field("dev", &self.dev)

@@ -89,6 +89,7 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
         ward.tokens.set_registry_audience(url.trim_end_matches('/').to_owned());
     }
     ward.max_blob_bytes = config.max_blob_bytes;
+    ward.vulns.limits.max_layer_bytes = config.max_layer_bytes;
     ward.max_export_bytes = config.max_export_bytes;
     ward.max_pending_logins_per_client = config.max_pending_logins_per_client.max(1);
     ward.public_advisories = config

@@ -78,7 +78,7 @@ pub struct Ward {
     pub(crate) last_seen_written: moka::sync::Cache<String, i64>,
     /// Vulnerability reports' background state (job wake-ups, parsed feed
     /// records).
-    pub(crate) vulns: crate::services::vulns::VulnState,
+    pub vulns: crate::services::vulns::VulnState,
 }
 
 /// How stale an identity's `lastSeenTime` may be: the exchange path writes

@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{Bearer, TestServer, assert_error, field_violations, servers, uid};
+use common::{Bearer, TestServer, assert_error, field_violations, push_blob, push_manifest, servers, sha256, uid};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sha2::Digest as _;
 use tonic::transport::Channel;
 use ward_proto::registry::v2::images_service_client::ImagesServiceClient;
 use ward_proto::registry::v2::repos_service_client::ReposServiceClient;
@@ -16,48 +15,6 @@ use ward_proto::registry::v2beta1::tags_service_client::TagsServiceClient as Bet
 
 const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const INDEX: &str = "application/vnd.oci.image.index.v1+json";
-
-fn sha256(b: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(sha2::Sha256::digest(b)))
-}
-
-/// Pushes `bytes` as a blob of `<name>`; its digest.
-async fn push_blob(s: &TestServer, name: &str, bytes: &[u8]) -> String {
-    let d = sha256(bytes);
-    let r = s
-        .http
-        .post(format!("{}/v2/{name}/blobs/uploads/?digest={d}", s.base))
-        .bearer_auth(&s.token)
-        .body(bytes.to_vec())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201, "[{}] push blob", s.backend);
-    d
-}
-
-/// Pushes a manifest (or index) under `reference`; its digest.
-async fn push_manifest(s: &TestServer, name: &str, reference: &str, media_type: &str, body: &Value) -> String {
-    let bytes = serde_json::to_vec(body).unwrap();
-    let r = s
-        .http
-        .put(format!("{}/v2/{name}/manifests/{reference}", s.base))
-        .bearer_auth(&s.token)
-        .header("content-type", media_type)
-        .body(bytes.clone())
-        .send()
-        .await
-        .unwrap();
-    let status = r.status();
-    assert_eq!(
-        status,
-        201,
-        "[{}] push manifest: {}",
-        s.backend,
-        r.text().await.unwrap_or_default()
-    );
-    sha256(&bytes)
-}
 
 /// An image of `arch` with a config and one layer; (digest, config+layer size).
 async fn push_image(s: &TestServer, name: &str, tag: &str, arch: &str) -> (String, i64) {

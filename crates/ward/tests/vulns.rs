@@ -550,3 +550,357 @@ async fn reports_follow_layers_sboms_and_the_teams_decisions() {
         assert_eq!(vex["@context"], "https://openvex.dev/ns/v0.2.0");
     }
 }
+
+const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// A gzip'ed tar of `files`.
+fn layer(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut tar = tar::Builder::new(Vec::new());
+    for (path, data) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        tar.append_data(&mut h, path, *data).unwrap();
+    }
+    let raw = tar.into_inner().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &raw).unwrap();
+    gz.finish().unwrap()
+}
+
+fn metadata(name: &str, version: &str) -> Vec<u8> {
+    format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n").into_bytes()
+}
+
+/// Pushes an image of these gzip'ed tar layers (by API, as any client
+/// would) to `repo:tag`; its digest.
+async fn push_layers(s: &TestServer, repo: &str, tag: &str, layers: &[Vec<u8>]) -> String {
+    let config = serde_json::to_vec(
+        &json!({"architecture": "amd64", "os": "linux", "config": {"User": "65532"},
+        "rootfs": {"type": "layers", "diff_ids": []}}),
+    )
+    .unwrap();
+    let c = common::push_blob(s, repo, &config).await;
+    let mut descriptors = Vec::new();
+    for l in layers {
+        let d = common::push_blob(s, repo, l).await;
+        descriptors
+            .push(json!({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": d, "size": l.len()}));
+    }
+    let m = json!({
+        "schemaVersion": 2, "mediaType": MANIFEST,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": c, "size": config.len()},
+        "layers": descriptors,
+        "annotations": {"dev.ward.test.tag": tag},
+    });
+    common::push_manifest(s, repo, tag, MANIFEST, &m).await
+}
+
+/// Pushes `document` as a referrer of `subject` with this artifact type.
+async fn push_referrer(s: &TestServer, repo: &str, subject: &str, artifact_type: &str, document: &[u8]) -> String {
+    let empty = b"{}";
+    let c = common::push_blob(s, repo, empty).await;
+    let d = common::push_blob(s, repo, document).await;
+    let subject_size = s
+        .http
+        .get(format!("{}/v2/{repo}/manifests/{subject}", s.base))
+        .bearer_auth(&s.token)
+        .header("accept", MANIFEST)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .len();
+    let m = json!({
+        "schemaVersion": 2, "mediaType": MANIFEST, "artifactType": artifact_type,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": c, "size": 2},
+        "layers": [{"mediaType": artifact_type, "digest": d, "size": document.len()}],
+        "subject": {"mediaType": MANIFEST, "digest": subject, "size": subject_size},
+    });
+    let digest = common::sha256(&serde_json::to_vec(&m).unwrap());
+    common::push_manifest(s, repo, &digest, MANIFEST, &m).await
+}
+
+/// Polls the report of `repo@digest` until it is no longer being computed.
+async fn settled(s: &TestServer, token: &str, repo_uid: &str, digest: &str) -> (StatusCode, Value) {
+    let start = std::time::Instant::now();
+    loop {
+        let (status, body) = s
+            .call_as(
+                token,
+                Method::GET,
+                &format!("/registry/v1/repos/{repo_uid}/digests/{digest}/vulnreport"),
+                None,
+            )
+            .await;
+        if status != StatusCode::SERVICE_UNAVAILABLE {
+            return (status, body);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "[{}] {repo_uid}@{digest} still pending",
+            s.backend
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn repo_uid(s: &TestServer, org: &str, name: &str) -> String {
+    let (status, repos) = s
+        .get(&format!("/registry/v2/repos?uidp.childrenOf={org}&name={name}"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{repos}");
+    repos["repos"][0]["uid"].as_str().expect("the pushed repo").to_owned()
+}
+
+async fn import_requests_record(s: &TestServer, org: &str) {
+    let r = records().remove(0);
+    let (status, body) = s
+        .post(
+            "/vulnerabilities/v1/osv:import",
+            json!({"parentId": org, "records": [r.to_string()]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "[{}] {body}", s.backend);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_documents_and_layers_give_a_readable_inventory_error() {
+    for db in ward_store::testing::backends().await {
+        // A small layer bound, so the bomb below is cheap to detonate.
+        let s = TestServer::start_with(db, |c| c.max_layer_bytes = 1024 * 1024).await;
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "acme").await);
+        import_requests_record(&s, &org).await;
+        let good = layer(&[(
+            "usr/lib/python3/site-packages/requests-2.19.0.dist-info/METADATA",
+            &metadata("requests", "2.19.0"),
+        )]);
+
+        // Bad layers: a decompression bomb (8 MiB of zeros, compressed to
+        // a few KiB), garbage declared as gzip, a path over 4096 bytes.
+        let zeros = vec![0u8; 8 * 1024 * 1024];
+        let bomb = layer(&[("big.bin", &zeros)]);
+        assert!(bomb.len() < 64 * 1024, "the bomb is small: {}", bomb.len());
+        let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let long_path = format!("{}/x", "d".repeat(5000));
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_ustar();
+        h.set_size(1);
+        h.set_cksum();
+        tar.append_data(&mut h, &long_path, &b"x"[..]).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut gz, &tar.into_inner().unwrap()).unwrap();
+        let long = gz.finish().unwrap();
+        let cases: [(&str, Vec<Vec<u8>>, &str); 3] = [
+            ("bomb", vec![good.clone(), bomb], "decompresses past"),
+            ("garbage", vec![garbage], "layer"),
+            ("longpath", vec![long], "path"),
+        ];
+        let mut pushed = Vec::new();
+        for (tag, layers, _) in &cases {
+            pushed.push(push_layers(&s, "acme/bad", tag, layers).await);
+        }
+        let repo = repo_uid(&s, &org, "bad").await;
+        for ((tag, _, words), digest) in cases.iter().zip(&pushed) {
+            let (status, body) = settled(&s, &s.token, &repo, digest).await;
+            common::assert_error(b, status, &body, 400, 9, "FAILED_PRECONDITION");
+            let message = body["message"].as_str().unwrap_or_default();
+            assert!(message.contains(words), "[{b}] {tag}: {message}");
+            let (status, sbom) = s.get(&format!("/registry/v1/repos/{repo}/digests/{digest}/sbom")).await;
+            assert_eq!(status.as_u16(), 400, "[{b}] {tag}: the SBOM read says the same: {sbom}");
+        }
+
+        // Bad SBOMs attached to a good image: truncated SPDX, CycloneDX
+        // nested 10,000 deep, a DSSE envelope about another image. Each
+        // replaces the layers' inventory with an error that names it.
+        let deep = format!(
+            "{{\"bomFormat\":\"CycloneDX\",\"specVersion\":\"1.5\",\"components\":{}{}}}",
+            "[{\"type\":\"library\",\"name\":\"x\",\"components\":".repeat(10_000),
+            format!("[]{}", "}]".repeat(10_000))
+        );
+        let other = "sha256:".to_owned() + &"ab".repeat(32);
+        let statement = json!({"_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"name": "x", "digest": {"sha256": &other[7..]}}],
+            "predicateType": "https://spdx.dev/Document", "predicate": {"spdxVersion": "SPDX-2.3", "packages": []}});
+        use base64::Engine as _;
+        let envelope = json!({"payloadType": "application/vnd.in-toto+json",
+            "payload": base64::engine::general_purpose::STANDARD.encode(statement.to_string()), "signatures": []});
+        let sboms: [(&str, &str, Vec<u8>, &str); 3] = [
+            (
+                "spdx",
+                "application/spdx+json",
+                b"{\"spdxVersion\": \"SPDX-2.3\", \"packages\": [".to_vec(),
+                "JSON",
+            ),
+            ("deep", "application/vnd.cyclonedx+json", deep.into_bytes(), "64"),
+            (
+                "dsse",
+                "application/vnd.dsse.envelope.v1+json",
+                envelope.to_string().into_bytes(),
+                "subject",
+            ),
+        ];
+        for (tag, artifact_type, document, words) in sboms {
+            let digest = push_layers(&s, "acme/bad", &format!("sbom-{tag}"), &[good.clone()]).await;
+            let (status, _) = settled(&s, &s.token, &repo, &digest).await;
+            assert_eq!(status, StatusCode::OK, "[{b}] {tag}: the layers' report first");
+            push_referrer(&s, "acme/bad", &digest, artifact_type, &document).await;
+            let start = std::time::Instant::now();
+            loop {
+                let (status, body) = settled(&s, &s.token, &repo, &digest).await;
+                if status.as_u16() == 400 {
+                    let message = body["message"].as_str().unwrap_or_default();
+                    assert!(message.contains(words), "[{b}] {tag}: {message}");
+                    break;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(60),
+                    "[{b}] {tag}: {status} {body}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+
+        // A referrer is no image: its report says so.
+        let digest = push_layers(&s, "acme/bad", "plain", &[good.clone()]).await;
+        let sig = push_referrer(
+            &s,
+            "acme/bad",
+            &digest,
+            "application/vnd.dev.cosign.simplesigning.v1+json",
+            b"{}",
+        )
+        .await;
+        let (status, body) = settled(&s, &s.token, &repo, &sig).await;
+        common::assert_error(b, status, &body, 400, 9, "FAILED_PRECONDITION");
+
+        // The queue was never stuck: a good image pushed last has its report.
+        let (status, body) = settled(&s, &s.token, &repo, &digest).await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {body}");
+        assert_eq!(pairs(&body).len(), 1, "[{b}] {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_report_rpc_answers_only_whom_it_should() {
+    use ward_proto::registry::registry_client::RegistryClient;
+    use ward_proto::registry::vulnerabilities_client::VulnerabilitiesClient;
+    for s in common::servers().await {
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "acme").await);
+        let other = common::uid(&s.create_group(None, "other").await);
+        import_requests_record(&s, &org).await;
+        let good = layer(&[(
+            "usr/lib/python3/site-packages/requests-2.19.0.dist-info/METADATA",
+            &metadata("requests", "2.19.0"),
+        )]);
+        let digest = push_layers(&s, "acme/app", "v1", &[good]).await;
+        let repo = repo_uid(&s, &org, "app").await;
+        let (status, _) = settled(&s, &s.token, &repo, &digest).await;
+        assert_eq!(status, StatusCode::OK, "[{b}]");
+
+        let (_, viewer) = common::person(&s, "viewer", &[(&org, "viewer")]).await;
+        let (_, puller) = common::person(&s, "puller", &[(&org, "registry.pull")]).await;
+        let (_, outsider) = common::person(&s, "outsider", &[(&other, "owner")]).await;
+        let (_, repo_only) =
+            common::identity_with(&s, &org, "repo-only", &["CAP_REPO_LIST", "CAP_IAM_GROUPS_LIST"]).await;
+        let paths = [
+            (
+                "GetVulnReport",
+                format!("/registry/v1/repos/{repo}/digests/{digest}/vulnreport"),
+            ),
+            ("GetSbom", format!("/registry/v1/repos/{repo}/digests/{digest}/sbom")),
+            (
+                "GetImageConfig",
+                format!("/registry/v1/repos/{repo}/digests/{digest}/imageconfig"),
+            ),
+            ("ListVulnReports", format!("/registry/v1/vuln_reports?repo_id={repo}")),
+            (
+                "GetRawVulnReport",
+                format!("/registry/v1/vuln_reports/raw?repo_id={repo}&digest={digest}"),
+            ),
+        ];
+        // (caller, token, expected HTTP status per path).
+        let matrix: [(&str, &str, [u16; 5]); 6] = [
+            ("admin", &s.token, [200, 200, 200, 200, 200]),
+            ("viewer", &viewer, [200, 200, 200, 200, 200]),
+            // A pull token's caller reads one image's report and SBOM, not the listings.
+            ("registry.pull", &puller, [200, 200, 200, 403, 403]),
+            ("repo.list only", &repo_only, [403, 403, 403, 403, 403]),
+            ("another org's owner", &outsider, [404, 404, 404, 404, 404]),
+            ("nobody", "", [401, 401, 401, 401, 401]),
+        ];
+        for (who, token, want) in matrix {
+            for ((rpc, path), want) in paths.iter().zip(want) {
+                let (status, body) = s.call_as(token, Method::GET, path, None).await;
+                assert_eq!(status.as_u16(), want, "[{b}] {who} {rpc}: {body}");
+                if want == 404 {
+                    assert!(
+                        !body.to_string().contains("requests"),
+                        "[{b}] {who} {rpc} learns nothing: {body}"
+                    );
+                }
+            }
+            let (status, page) = s
+                .call_as(
+                    token,
+                    Method::GET,
+                    "/registry/v1/vuln_reports/affected?id=CVE-2018-18074",
+                    None,
+                )
+                .await;
+            match who {
+                "nobody" => assert_eq!(status.as_u16(), 401, "[{b}] {page}"),
+                "admin" | "viewer" => {
+                    assert_eq!(page["items"].as_array().map(Vec::len), Some(1), "[{b}] {who}: {page}")
+                }
+                _ => assert_eq!(page["items"], json!([]), "[{b}] {who} sees no image: {page}"),
+            }
+        }
+
+        // The same over gRPC with the viewer's and the outsider's tokens.
+        let ch = tonic::transport::Channel::from_shared(format!("http://{}", s.addr()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let req = ward_proto::registry::VulnReportRequest {
+            repo_id: repo.clone(),
+            digest: digest.clone(),
+        };
+        let mut client = RegistryClient::with_interceptor(ch.clone(), common::Bearer(viewer.clone()));
+        let report = client
+            .get_vuln_report(req.clone())
+            .await
+            .expect("the viewer's report")
+            .into_inner();
+        assert_eq!(report.vulnerability_matches.len(), 1, "[{b}]");
+        assert_eq!(
+            report.vulnerability_matches[0].vulnerability.as_ref().unwrap().id,
+            "CVE-2018-18074"
+        );
+        let mut client = RegistryClient::with_interceptor(ch.clone(), common::Bearer(outsider.clone()));
+        let err = client.get_vuln_report(req).await.expect_err("hidden");
+        assert_eq!(err.code(), tonic::Code::NotFound, "[{b}] {err:?}");
+        let mut v = VulnerabilitiesClient::with_interceptor(ch, common::Bearer(viewer.clone()));
+        let list = v
+            .list_vuln_reports(ward_proto::registry::VulnReportFilter {
+                repo_id: repo.clone(),
+                tag: "v1".into(),
+                ..Default::default()
+            })
+            .await
+            .expect("list")
+            .into_inner();
+        assert_eq!(list.items.len(), 1, "[{b}]");
+        assert_eq!(
+            list.items[0].vulnerabilities[0].aliases,
+            vec!["GHSA-x84v-xcm2-53pg".to_owned()],
+            "[{b}]"
+        );
+    }
+}

@@ -484,3 +484,45 @@ pub async fn identity_with(s: &TestServer, org: &str, name: &str, caps: &[&str])
     let token = s.ward().tokens.mint(&uid).expect("mint a token");
     (uid, token)
 }
+
+pub fn sha256(b: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b)))
+}
+
+/// Pushes `bytes` as a blob of `<name>`; its digest.
+pub async fn push_blob(s: &TestServer, name: &str, bytes: &[u8]) -> String {
+    let d = sha256(bytes);
+    let r = s
+        .http
+        .post(format!("{}/v2/{name}/blobs/uploads/?digest={d}", s.base))
+        .bearer_auth(&s.token)
+        .body(bytes.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "[{}] push blob", s.backend);
+    d
+}
+
+/// Pushes a manifest (or index) under `reference`; its digest.
+pub async fn push_manifest(s: &TestServer, name: &str, reference: &str, media_type: &str, body: &Value) -> String {
+    let bytes = serde_json::to_vec(body).unwrap();
+    let r = s
+        .http
+        .put(format!("{}/v2/{name}/manifests/{reference}", s.base))
+        .bearer_auth(&s.token)
+        .header("content-type", media_type)
+        .body(bytes.clone())
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    assert_eq!(
+        status,
+        201,
+        "[{}] push manifest: {}",
+        s.backend,
+        r.text().await.unwrap_or_default()
+    );
+    sha256(&bytes)
+}

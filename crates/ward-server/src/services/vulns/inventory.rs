@@ -206,11 +206,12 @@ impl Ward {
 
     /// Builds and stores a manifest's inventory, then queues its report.
     pub(crate) async fn build_inventory(self: &Arc<Self>, repo: &str, digest: &str) -> Result<()> {
+        let start = std::time::Instant::now();
         let Some(m) = self.store.get_manifest(repo, digest).await? else {
             return Ok(());
         };
         let v: Value = serde_json::from_slice(&m.content).unwrap_or(Value::Null);
-        let limits = Limits::default();
+        let limits = self.vulns.limits;
         let now = self.clock.now_millis();
         let mut record = InventoryRecord {
             repo_uid: repo.to_owned(),
@@ -282,6 +283,16 @@ impl Ward {
         names.sort();
         names.dedup();
         self.store.put_inventory(&record, &names).await?;
+        tracing::info!(
+            target: "ward::vulns",
+            repo,
+            digest,
+            source = %record.source,
+            status = %record.status,
+            packages = stored.inventory.packages.len(),
+            ms = start.elapsed().as_millis() as u64,
+            "inventory read"
+        );
         if record.source != "none" {
             self.enqueue(vec![(REPORT.to_owned(), key(repo, digest))]).await;
         }

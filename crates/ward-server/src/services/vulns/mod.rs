@@ -34,6 +34,9 @@ pub const REPORT: &str = "report";
 pub const REEVAL: &str = "reeval";
 pub const BACKFILL: &str = "backfill";
 
+/// Default bound on what one layer decompresses to (`--max-layer-bytes`).
+pub const DEFAULT_MAX_LAYER_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
 /// A manifest's job key.
 pub(crate) fn key(repo_uid: &str, digest: &str) -> String {
     format!("{repo_uid}|{digest}")
@@ -51,6 +54,8 @@ pub struct VulnState {
     /// Parsed OSV records by (group, id, digest): a report reads the same
     /// records for many images.
     pub(crate) records: moka::sync::Cache<String, Arc<matching::Record>>,
+    /// Bounds on the SBOMs and layers inventories read.
+    pub limits: ward_sbom::Limits,
 }
 
 impl Default for VulnState {
@@ -63,6 +68,10 @@ impl Default for VulnState {
                 })
                 .max_capacity(64 * 1024 * 1024)
                 .build(),
+            limits: ward_sbom::Limits {
+                max_layer_bytes: DEFAULT_MAX_LAYER_BYTES,
+                ..ward_sbom::Limits::default()
+            },
         }
     }
 }

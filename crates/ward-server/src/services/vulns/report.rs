@@ -81,7 +81,9 @@ impl Ward {
         if inv.status != "ready" {
             return Ok(());
         }
+        let start = std::time::Instant::now();
         let stored: Stored = serde_json::from_str(&inv.document).map_err(Error::internal)?;
+        let packages = stored.inventory.packages.len();
         let org = repo.split('/').next().unwrap_or(repo).to_owned();
         let eval = self.evaluate_packages(&org, stored).await?;
         let now = self.clock.now_millis();
@@ -111,7 +113,17 @@ impl Ward {
             create_time: now,
         };
         let findings: Vec<FindingRecord> = findings.into_values().collect();
-        self.store.put_report(&record, &findings).await
+        self.store.put_report(&record, &findings).await?;
+        tracing::info!(
+            target: "ward::vulns",
+            repo,
+            digest,
+            packages,
+            matches = eval.matches.len(),
+            ms = start.elapsed().as_millis() as u64,
+            "report computed"
+        );
+        Ok(())
     }
 }
 
