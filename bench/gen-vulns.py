@@ -4,12 +4,14 @@ library only):
 
 - OSV records (PyPI): --names package names, --per-name records each
   (200,000 over 20,000 names by default), as ready-to-POST
-  `osv:import` bodies of --batch records (OUT/batches/batch-NNNN.json,
-  records shuffled across batches as a feed's id order would be). Every
-  name has a held version (the one an image installs); each record's
-  ranges include it with probability --affect (5%), else exclude it, in
-  varied shapes: introduced/fixed, introduced/last_affected, two intervals,
-  an enumerated `versions` list, `fixed` equal to the held version.
+  `osv:import` bodies of --batch records (OUT/batches/batch-NNNN.json;
+  records shuffled across batches as a feed's id order would be; the
+  parentId is --group, by default a placeholder vulns.sh replaces, so one
+  corpus serves every server of a run). Every name has a held version (the
+  one an image installs); each record's ranges include it with probability
+  --affect (5%), else exclude it, in varied shapes: introduced/fixed,
+  introduced/last_affected, two intervals, an enumerated `versions` list,
+  `fixed` equal to the held version.
 - The image: a gzip tar layer with --image-packages Python distributions
   (`usr/lib/python3.12/site-packages/<name>-<ver>.dist-info/METADATA`,
   names drawn from the records' names; a tenth written as a wheel would,
@@ -144,7 +146,8 @@ def write_image(out, pkgs, label):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--group", required=True, help="the organization's uid (the bodies' parentId)")
+    ap.add_argument("--group", default="@@GROUP@@",
+                    help="the bodies' parentId (default a placeholder vulns.sh replaces with the organization's uid)")
     ap.add_argument("--names", type=int, default=20000)
     ap.add_argument("--per-name", type=int, default=10)
     ap.add_argument("--affect", type=float, default=0.05)

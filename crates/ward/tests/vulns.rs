@@ -904,3 +904,153 @@ async fn every_report_rpc_answers_only_whom_it_should() {
         );
     }
 }
+
+/// An RFC 3339 query value for `ms`.
+fn rfc3339(ms: i64) -> String {
+    let t = serde_json::to_value(ward_proto::Timestamp::from_millis(ms)).unwrap();
+    common::enc(t.as_str().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn counts_by_day_and_resolved_vulnerabilities_follow_the_tag() {
+    const DAY: i64 = 24 * 60 * 60 * 1000;
+    for mut s in common::servers().await {
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "acme").await);
+        let recs: Vec<String> = records().iter().map(Value::to_string).collect();
+        let (status, body) = s
+            .post(
+                "/vulnerabilities/v1/osv:import",
+                json!({"parentId": org, "records": recs}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {body}");
+        let site = "usr/lib/python3/site-packages";
+        let old = layer(&[
+            (
+                &format!("{site}/requests-2.19.0.dist-info/METADATA"),
+                &metadata("requests", "2.19.0"),
+            ),
+            (
+                &format!("{site}/urllib3-1.24.1.dist-info/METADATA"),
+                &metadata("urllib3", "1.24.1"),
+            ),
+        ]);
+        let new = layer(&[
+            (
+                &format!("{site}/requests-2.20.0.dist-info/METADATA"),
+                &metadata("requests", "2.20.0"),
+            ),
+            (
+                &format!("{site}/urllib3-1.24.1.dist-info/METADATA"),
+                &metadata("urllib3", "1.24.1"),
+            ),
+        ]);
+        let day0 = s.clock.now_millis().div_euclid(DAY) * DAY;
+        let a = push_layers(&s, "acme/app", "v1", &[old]).await;
+        let repo = repo_uid(&s, &org, "app").await;
+        assert_eq!(settled(&s, &s.token, &repo, &a).await.0, StatusCode::OK, "[{b}]");
+        // A day later the tag moves to a rebuilt image without requests' CVE.
+        s.clock.advance_millis(DAY);
+        s.token = common::mint(&s, &common::admin_uid(&s));
+        let bd = push_layers(&s, "acme/app", "v1", &[new]).await;
+        assert_eq!(settled(&s, &s.token, &repo, &bd).await.0, StatusCode::OK, "[{b}]");
+
+        let range = format!("from={}&to={}", rfc3339(day0), rfc3339(s.clock.now_millis()));
+        let ids = |r: &Value, k: &str| -> Vec<String> {
+            r[k].as_array()
+                .into_iter()
+                .flatten()
+                .map(|v| v.as_str().unwrap().to_owned())
+                .collect()
+        };
+        let (status, counts) = s
+            .get(&format!("/registry/v1/vuln_reports/counts?repo={repo}&tag=v1&{range}"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {counts}");
+        let items = counts["items"].as_array().unwrap();
+        assert_eq!(items.len(), 2, "[{b}] two days: {counts}");
+        assert_eq!(
+            ids(&items[0], "cveIds"),
+            ["CVE-2018-18074", "CVE-2019-11236", "CVE-2019-11324"],
+            "[{b}]"
+        );
+        assert_eq!(
+            ids(&items[0], "highCveIds"),
+            ["CVE-2018-18074", "CVE-2019-11324"],
+            "[{b}]"
+        );
+        assert_eq!(ids(&items[0], "medCveIds"), ["CVE-2019-11236"], "[{b}]");
+        assert_eq!(ids(&items[1], "cveIds"), ["CVE-2019-11236", "CVE-2019-11324"], "[{b}]");
+        assert_eq!(
+            items[1]["vulnCounts"],
+            json!([{"severity": "MEDIUM", "count": 1}, {"severity": "HIGH", "count": 1}]),
+            "[{b}]"
+        );
+        assert!(
+            items[1]["sizeBytes"].as_str().unwrap().parse::<i64>().unwrap() > 0,
+            "[{b}] int64 as a string"
+        );
+        let (_, cumulative) = s
+            .get(&format!(
+                "/registry/v1/vuln_reports/counts_cumulative?repo={repo}&tag=v1&{range}"
+            ))
+            .await;
+        assert_eq!(ids(&cumulative["items"][1], "cveIds").len(), 3, "[{b}] {cumulative}");
+
+        // Resolved on the second day: requests' CVE, over v2, v2beta1 and v1.
+        let refs = common::enc(&json!({"repo": repo, "tags": ["v1"]}).to_string());
+        let times = format!("startTime={}&endTime={}", rfc3339(day0), rfc3339(s.clock.now_millis()));
+        for path in [
+            format!("/advisory/v2/images/resolvedVulns?imageRefs={refs}&{times}"),
+            format!("/advisory/v2beta1/images/resolvedVulns?imageRefs={refs}&{times}"),
+        ] {
+            let (status, r) = s.get(&path).await;
+            assert_eq!(status, StatusCode::OK, "[{b}] {r}");
+            let days = r["resolvedVulnsReports"].as_array().unwrap();
+            assert_eq!(days.len(), 1, "[{b}] {r}");
+            assert_eq!(days[0]["resolvedVulns"][0]["id"], "CVE-2018-18074", "[{b}] {r}");
+            assert_eq!(
+                days[0]["resolvedVulns"][0]["aliases"],
+                json!(["GHSA-x84v-xcm2-53pg", "PYSEC-2018-28"]),
+                "[{b}]"
+            );
+        }
+        let (status, r) = s
+            .get(&format!("/advisory/v1/images/resolved_vulns?imageRefs={refs}&{range}"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {r}");
+        assert_eq!(r["items"][0]["resolvedVulns"][0]["id"], "CVE-2018-18074", "[{b}] {r}");
+
+        // Another organization's owner sees neither.
+        let other = common::uid(&s.create_group(None, "other").await);
+        let (_, outsider) = common::person(&s, "outsider", &[(&other, "owner")]).await;
+        let (status, _) = s
+            .call_as(
+                &outsider,
+                Method::GET,
+                &format!("/registry/v1/vuln_reports/counts?repo={repo}&tag=v1"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "[{b}]");
+        let (status, _) = s
+            .call_as(
+                &outsider,
+                Method::GET,
+                &format!("/advisory/v2/images/resolvedVulns?imageRefs={refs}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "[{b}]");
+        let (status, _) = s
+            .call_as(
+                "",
+                Method::GET,
+                &format!("/advisory/v2/images/resolvedVulns?imageRefs={refs}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "[{b}]");
+    }
+}

@@ -179,6 +179,14 @@ macro_rules! feed {
                 let c = maybe_caller(&self.0, &req).await?;
                 reply(self.0.list_vulnerability_metadata(c.as_ref(), req.into_inner()).await)
             }
+
+            async fn list_resolved_vulns_reports(
+                &self,
+                req: Request<feed::ListResolvedVulnsReportsRequest>,
+            ) -> Result<Response<feed::ListResolvedVulnsReportsResponse>, Status> {
+                let c = caller(&self.0, &req).await?;
+                reply(self.0.list_resolved_vulns_reports(&c, req.into_inner()).await)
+            }
         }
     )*};
 }

@@ -45,6 +45,9 @@ v1_service!(impl Vulnerabilities for V1Registry by caller {
     list_vuln_reports(VulnReportFilter) -> VulnReportList = v1::list_vuln_reports;
     get_raw_vuln_report(GetRawVulnReportRequest) -> RawVulnReport = v1::get_raw_vuln_report;
     list_affected_images(AffectedImagesRequest) -> AffectedImageList = v1::list_affected_images;
+    list_vuln_count_reports(VulnCountReportFilter) -> VulnCountReportList = v1::list_vuln_count_reports;
+    list_cumulative_vuln_count_reports(VulnCountReportFilter) -> VulnCountReportList =
+        v1::list_cumulative_vuln_count_reports;
 });
 
 /// The public services: a token is optional, and used when given (the feed
@@ -57,11 +60,30 @@ async fn maybe_caller<T>(ward: &Ward, req: &Request<T>) -> Result<Option<crate::
     caller(ward, req).await.map(Some)
 }
 
-v1_service!(impl SecurityAdvisory for V1Registry by maybe_caller {
-    list_documents(adv::DocumentFilter) -> adv::DocumentList = feed::list_documents;
-    list_vulnerability_metadata(adv::VulnerabilityMetadataFilter) -> adv::VulnerabilityMetadataList =
-        feed::list_vulnerability_metadata;
-});
+#[tonic::async_trait]
+impl SecurityAdvisory for V1Registry {
+    async fn list_documents(&self, req: Request<adv::DocumentFilter>) -> Result<Response<adv::DocumentList>, Status> {
+        let c = maybe_caller(&self.0, &req).await?;
+        reply(feed::list_documents(self.0.clone(), c, req.into_inner()).await)
+    }
+
+    async fn list_vulnerability_metadata(
+        &self,
+        req: Request<adv::VulnerabilityMetadataFilter>,
+    ) -> Result<Response<adv::VulnerabilityMetadataList>, Status> {
+        let c = maybe_caller(&self.0, &req).await?;
+        reply(feed::list_vulnerability_metadata(self.0.clone(), c, req.into_inner()).await)
+    }
+
+    /// Unlike the feed, needs a token.
+    async fn list_resolved_vulns_reports(
+        &self,
+        req: Request<adv::ResolvedVulnsReportFilter>,
+    ) -> Result<Response<adv::ResolvedVulnsReportList>, Status> {
+        let c = caller(&self.0, &req).await?;
+        reply(feed::list_resolved_vulns_reports(self.0.clone(), c, req.into_inner()).await)
+    }
+}
 
 #[tonic::async_trait]
 impl ping::ping_service_server::PingService for V1Registry {

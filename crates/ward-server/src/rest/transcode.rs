@@ -476,6 +476,18 @@ fn request_json(
                     msg = pool.message(m).ok_or_else(unknown)?;
                 }
                 (_, Some(_)) => return Err(unknown()),
+                (ward_proto::descriptors::Kind::Message(_), None) if field.repeated => {
+                    // A repeated message in a query (grpc-gateway has no
+                    // form for it): each value is one element as a JSON
+                    // object, e.g. `imageRefs={"repo":"…","tags":["v1"]}`.
+                    let item: serde_json::Value = serde_json::from_str(&v)
+                        .ok()
+                        .filter(serde_json::Value::is_object)
+                        .ok_or_else(|| {
+                            ward_core::Error::invalid(key.clone(), format!("each {key} value is one JSON object"))
+                        })?;
+                    repeated.entry(key.clone()).or_default().push(item);
+                }
                 (kind, None) => {
                     if field.repeated {
                         let values = repeated.entry(key.clone()).or_default();

@@ -18,21 +18,6 @@ use super::transcode::Template;
 /// no route for.
 pub const UNSERVED: &[(&str, &str, &str)] = &[
     (
-        "GET",
-        "/advisory/v1/images/resolved_vulns",
-        "chainguard.platform.advisory.SecurityAdvisory.ListResolvedVulnsReports",
-    ),
-    (
-        "GET",
-        "/advisory/v2/images/resolvedVulns",
-        "chainguard.platform.advisory.v2.SecurityAdvisoryService.ListResolvedVulnsReports",
-    ),
-    (
-        "GET",
-        "/advisory/v2beta1/images/resolvedVulns",
-        "chainguard.platform.advisory.v2beta1.SecurityAdvisoryService.ListResolvedVulnsReports",
-    ),
-    (
         "POST",
         "/apko/v1/build/{repo_uidp=**}",
         "chainguard.platform.registry.Apko.BuildImage",
@@ -321,16 +306,6 @@ pub const UNSERVED: &[(&str, &str, &str)] = &[
         "GET",
         "/registry/v1/versions/{package=**}",
         "chainguard.platform.registry.Registry.GetPackageVersionMetadata",
-    ),
-    (
-        "GET",
-        "/registry/v1/vuln_reports/counts",
-        "chainguard.platform.registry.Vulnerabilities.ListVulnCountReports",
-    ),
-    (
-        "GET",
-        "/registry/v1/vuln_reports/counts_cumulative",
-        "chainguard.platform.registry.Vulnerabilities.ListCumulativeVulnCountReports",
     ),
     (
         "GET",

@@ -493,6 +493,22 @@ pass_through! {
     list_affected_images(v1::AffectedImagesRequest) -> v1::AffectedImageList;
 }
 
+pub async fn list_vuln_count_reports(
+    w: Arc<Ward>,
+    c: Caller,
+    f: v1::VulnCountReportFilter,
+) -> Result<v1::VulnCountReportList> {
+    w.list_vuln_counts(&c, f, false).await
+}
+
+pub async fn list_cumulative_vuln_count_reports(
+    w: Arc<Ward>,
+    c: Caller,
+    f: v1::VulnCountReportFilter,
+) -> Result<v1::VulnCountReportList> {
+    w.list_vuln_counts(&c, f, true).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@
 //!   listings and the affected-images query; `vex`: OpenVEX documents.
 
 pub mod api;
+pub mod history;
 pub mod inventory;
 pub mod jobs;
 pub mod matching;
