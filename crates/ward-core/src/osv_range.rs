@@ -83,6 +83,9 @@ fn rank(e: &Event) -> u8 {
     }
 }
 
+/// Most events of one range Ward evaluates (a longer one is unorderable).
+pub const MAX_EVENTS: usize = 512;
+
 fn is_zero(e: &Event) -> bool {
     matches!(e, Event::Introduced(v) if v == "0")
 }
@@ -108,7 +111,10 @@ fn evaluate<'r>(eco: Ecosystem, version: &str, range: &'r Range) -> Option<(bool
             Event::Introduced(_) | Event::Fixed(_) | Event::LastAffected(_) => timeline.push(e),
         }
     }
-    timeline.sort_by(|a, b| {
+    if timeline.len() > MAX_EVENTS {
+        return None;
+    }
+    let cmp = |a: &Event, b: &Event| {
         let by_version = match (is_zero(a), is_zero(b)) {
             (true, true) => Ordering::Equal,
             (true, false) => Ordering::Less,
@@ -116,7 +122,17 @@ fn evaluate<'r>(eco: Ecosystem, version: &str, range: &'r Range) -> Option<(bool
             (false, false) => order(eco, a.version(), b.version()).unwrap_or(Ordering::Equal),
         };
         by_version.then_with(|| rank(a).cmp(&rank(b)))
-    });
+    };
+    // Insertion sort, not `sort_by`: some orders (Maven's, in odd cases) are
+    // not transitive, and the standard sorts may panic on such a comparator.
+    // Any comparator gives some order here; the bound keeps it cheap.
+    for i in 1..timeline.len() {
+        let mut j = i;
+        while j > 0 && cmp(timeline[j - 1], timeline[j]) == Ordering::Greater {
+            timeline.swap(j - 1, j);
+            j -= 1;
+        }
+    }
     let cmp_to = |v: &str| order(eco, version, v).unwrap_or(Ordering::Less);
     let below_limits = limits.is_empty() || limits.iter().any(|l| l.is_none_or(|l| cmp_to(l) == Ordering::Less));
     let mut affected = false;

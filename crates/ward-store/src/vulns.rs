@@ -14,6 +14,9 @@ pub struct JobRecord {
     pub kind: String,
     pub key: String,
     pub attempts: i64,
+    /// The lease this claim holds: finishing checks it, so a worker whose
+    /// lease expired (and whose job another worker took) changes nothing.
+    pub lease_until: i64,
 }
 
 /// How a claimed job ended.
@@ -93,7 +96,8 @@ pub trait VulnStore: Send + Sync + 'static {
     /// Leases up to `limit` due jobs until `now_ms + lease_ms`, oldest first;
     /// a job whose lease expired (its worker died) is due again.
     async fn claim_jobs(&self, now_ms: i64, lease_ms: i64, limit: u32) -> Result<Vec<JobRecord>>;
-    async fn finish_job(&self, id: i64, end: JobEnd, now_ms: i64) -> Result<()>;
+    /// Ends a claimed job, if `job`'s lease is still the row's.
+    async fn finish_job(&self, job: &JobRecord, end: JobEnd, now_ms: i64) -> Result<()>;
     /// Jobs queued or running, by kind (for operators and the backfill's progress).
     async fn job_counts(&self) -> Result<Vec<(String, i64)>>;
 
@@ -101,14 +105,18 @@ pub trait VulnStore: Send + Sync + 'static {
     /// each once). Nothing is written if the manifest is gone.
     async fn put_inventory(&self, inv: &InventoryRecord, names: &[String]) -> Result<()>;
     async fn get_inventory(&self, repo_uid: &str, digest: &str) -> Result<Option<InventoryRecord>>;
-    /// Manifests whose inventory holds a package of one of these names,
+    /// Manifests whose inventory holds a package of one of these names, in
+    /// repos within `scope` (an organization's uid; None: every repo),
     /// after `after`, in key order, at most `limit`.
     async fn manifests_with_packages(
         &self,
         names: &[String],
+        scope: Option<&str>,
         after: Option<&ManifestKey>,
         limit: u32,
     ) -> Result<Vec<ManifestKey>>;
+    /// Manifests of the repo naming `digest` as a child (its indexes).
+    async fn parents_of(&self, repo_uid: &str, digest: &str) -> Result<Vec<String>>;
     /// Manifests without an inventory, after `after`, in key order (the backfill).
     async fn manifests_without_inventory(&self, after: Option<&ManifestKey>, limit: u32) -> Result<Vec<ManifestKey>>;
 
@@ -120,11 +128,14 @@ pub trait VulnStore: Send + Sync + 'static {
     async fn get_report(&self, repo_uid: &str, digest: &str) -> Result<Option<ReportRecord>>;
     /// Every finding (open and resolved) of these manifests of one repo.
     async fn findings_of(&self, repo_uid: &str, digests: &[String]) -> Result<Vec<FindingRecord>>;
-    /// Open findings answering to one of `ids` (an id or an alias), as
-    /// `(repo_uid, digest, vuln_id)`, after `after`, in key order.
+    /// Open findings answering to one of `ids` (an id or an alias, at most
+    /// [`NAME_CHUNK`]) in repos within one of `scopes` (group uids; None:
+    /// every repo), as `(repo_uid, digest, vuln_id)`, after `after`, in key
+    /// order.
     async fn affected_by(
         &self,
         ids: &[String],
+        scopes: Option<&[String]>,
         after: Option<&ManifestKey>,
         limit: u32,
     ) -> Result<Vec<(String, String, String)>>;
@@ -132,12 +143,31 @@ pub trait VulnStore: Send + Sync + 'static {
     /// Names of the repo's tags that point at `digest`, at most `limit`.
     async fn tags_pointing(&self, repo_uid: &str, digest: &str, limit: u32) -> Result<Vec<String>>;
 
-    /// Imported OSV records naming a package of one of these names.
-    async fn feed_candidates(&self, names: &[String]) -> Result<Vec<FeedCandidate>>;
+    /// Imported OSV records naming a package of one of these names, in
+    /// groups within one of `scopes` (group uids).
+    async fn feed_candidates(&self, names: &[String], scopes: &[String]) -> Result<Vec<FeedCandidate>>;
     /// Advisories (not deleted) whose artifact or component is one of these
-    /// names.
-    async fn advisories_naming(&self, names: &[String]) -> Result<Vec<crate::advisories::AdvisoryRecord>>;
-    /// Ids of the feed records and advisories (their CGA ids) that list
-    /// `alias` among their aliases, or are it.
-    async fn ids_aliased(&self, alias: &str) -> Result<Vec<String>>;
+    /// names, in groups within one of `scopes`.
+    async fn advisories_naming(
+        &self,
+        names: &[String],
+        scopes: &[String],
+    ) -> Result<Vec<crate::advisories::AdvisoryRecord>>;
+    /// `(id, group)` of the feed records and advisories (their CGA ids) that
+    /// list `alias` among their aliases.
+    async fn ids_aliased(&self, alias: &str) -> Result<Vec<(String, String)>>;
+}
+
+/// SQL that keeps rows whose `column` is one of `scopes` or below one, with
+/// placeholders from `first` (`?N` on SQLite, `$N` on PostgreSQL); one bind
+/// per scope. An empty list keeps nothing.
+pub(crate) fn within_sql(column: &str, scopes: usize, first: usize, dollar: bool) -> String {
+    if scopes == 0 {
+        return "FALSE".into();
+    }
+    let p = |i: usize| if dollar { format!("${i}") } else { format!("?{i}") };
+    let parts: Vec<String> = (first..first + scopes)
+        .map(|i| format!("({column} = {p} OR {column} LIKE {p} || '/%')", p = p(i)))
+        .collect();
+    format!("({})", parts.join(" OR "))
 }

@@ -729,7 +729,7 @@ async fn bad_documents_and_layers_give_a_readable_inventory_error() {
         use base64::Engine as _;
         let envelope = json!({"payloadType": "application/vnd.in-toto+json",
             "payload": base64::engine::general_purpose::STANDARD.encode(statement.to_string()), "signatures": []});
-        let sboms: [(&str, &str, Vec<u8>, &str); 3] = [
+        let sboms: [(&str, &str, Vec<u8>, &str); 2] = [
             (
                 "spdx",
                 "application/spdx+json",
@@ -737,12 +737,6 @@ async fn bad_documents_and_layers_give_a_readable_inventory_error() {
                 "JSON",
             ),
             ("deep", "application/vnd.cyclonedx+json", deep.into_bytes(), "64"),
-            (
-                "dsse",
-                "application/vnd.dsse.envelope.v1+json",
-                envelope.to_string().into_bytes(),
-                "subject",
-            ),
         ];
         for (tag, artifact_type, document, words) in sboms {
             let digest = push_layers(&s, "acme/bad", &format!("sbom-{tag}"), &[good.clone()]).await;
@@ -764,6 +758,28 @@ async fn bad_documents_and_layers_give_a_readable_inventory_error() {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
+
+        // An attestation about another image says nothing of this one: the
+        // layers are read again and still speak for it.
+        let digest = push_layers(&s, "acme/bad", "sbom-dsse", &[good.clone()]).await;
+        assert_eq!(settled(&s, &s.token, &repo, &digest).await.0, StatusCode::OK, "[{b}]");
+        let sbom_path = format!("/registry/v1/repos/{repo}/digests/{digest}/sbom");
+        let (_, first) = s.get(&sbom_path).await;
+        s.clock.advance_millis(1000);
+        push_referrer(
+            &s,
+            "acme/bad",
+            &digest,
+            "application/vnd.dsse.envelope.v1+json",
+            envelope.to_string().as_bytes(),
+        )
+        .await;
+        let again = until(&s, &sbom_path, "the re-read inventory", |v| {
+            v["lastSeen"] != first["lastSeen"]
+        })
+        .await;
+        assert_eq!(again["source"], "GENERATED", "[{b}] {again}");
+        assert_eq!(settled(&s, &s.token, &repo, &digest).await.0, StatusCode::OK, "[{b}]");
 
         // A referrer is no image: its report says so.
         let digest = push_layers(&s, "acme/bad", "plain", &[good.clone()]).await;

@@ -12,7 +12,8 @@ use crate::advisories::AdvisoryRecord;
 use crate::db_err;
 use crate::sql::ADVISORY_COLUMNS;
 use crate::vulns::{
-    FeedCandidate, FindingRecord, InventoryRecord, JobEnd, JobRecord, ManifestKey, ReportRecord, VulnStore,
+    FeedCandidate, FindingRecord, InventoryRecord, JobEnd, JobRecord, ManifestKey, NAME_CHUNK, ReportRecord, VulnStore,
+    within_sql,
 };
 
 async fn manifest_exists(c: &mut PgConnection, repo: &str, digest: &str) -> Result<bool> {
@@ -63,10 +64,10 @@ impl VulnStore for PostgresStore {
     }
 
     async fn claim_jobs(&self, now_ms: i64, lease_ms: i64, limit: u32) -> Result<Vec<JobRecord>> {
-        let rows: Vec<(i64, String, String, i64)> = sqlx::query_as(
+        let rows: Vec<(i64, String, String, i64, i64)> = sqlx::query_as(
             "UPDATE jobs SET lease_until = $1 + $2, attempts = attempts + 1 WHERE id IN \
              (SELECT id FROM jobs WHERE run_after <= $1 AND (lease_until IS NULL OR lease_until < $1) \
-             ORDER BY run_after, id LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING id, kind, key, attempts",
+             ORDER BY run_after, id LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING id, kind, key, attempts, lease_until",
         )
         .bind(now_ms)
         .bind(lease_ms)
@@ -76,39 +77,46 @@ impl VulnStore for PostgresStore {
         .map_err(|e| db_err("claim jobs", e))?;
         Ok(rows
             .into_iter()
-            .map(|(id, kind, key, attempts)| JobRecord {
+            .map(|(id, kind, key, attempts, lease_until)| JobRecord {
                 id,
                 kind,
                 key,
                 attempts,
+                lease_until,
             })
             .collect())
     }
 
-    async fn finish_job(&self, id: i64, end: JobEnd, now_ms: i64) -> Result<()> {
+    async fn finish_job(&self, job: &JobRecord, end: JobEnd, now_ms: i64) -> Result<()> {
+        let (id, lease) = (job.id, job.lease_until);
         let mut tx = self.begin().await?;
         match end {
             JobEnd::Done => {
-                sqlx::query("DELETE FROM jobs WHERE id = $1 AND again = 0")
+                sqlx::query("DELETE FROM jobs WHERE id = $1 AND lease_until = $2 AND again = 0")
                     .bind(id)
+                    .bind(lease)
                     .execute(&mut *tx)
                     .await
                     .map_err(|e| db_err("finish job", e))?;
                 sqlx::query(
                     "UPDATE jobs SET again = 0, lease_until = NULL, run_after = $2, attempts = 0, last_error = '' \
-                     WHERE id = $1",
+                     WHERE id = $1 AND lease_until = $3",
                 )
                 .bind(id)
                 .bind(now_ms)
+                .bind(lease)
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| db_err("finish job", e))?;
             }
             JobEnd::Retry { at, error } => {
-                sqlx::query("UPDATE jobs SET lease_until = NULL, run_after = $2, last_error = $3 WHERE id = $1")
-                    .bind(id)
-                    .bind(at)
-                    .bind(error)
+                sqlx::query(
+                    "UPDATE jobs SET lease_until = NULL, run_after = $2, last_error = $3 WHERE id = $1 AND lease_until = $4",
+                )
+                .bind(id)
+                .bind(at)
+                .bind(error)
+                .bind(lease)
                     .execute(&mut *tx)
                     .await
                     .map_err(|e| db_err("finish job", e))?;
@@ -190,21 +198,36 @@ impl VulnStore for PostgresStore {
     async fn manifests_with_packages(
         &self,
         names: &[String],
+        scope: Option<&str>,
         after: Option<&ManifestKey>,
         limit: u32,
     ) -> Result<Vec<ManifestKey>> {
         let after = after.cloned().unwrap_or_default();
         sqlx::query_as(
             "SELECT DISTINCT repo_uid, digest FROM inventory_packages WHERE name = ANY($1) \
-             AND (repo_uid, digest) > ($2, $3) ORDER BY repo_uid, digest LIMIT $4",
+             AND (repo_uid, digest) > ($2, $3) AND ($5::text IS NULL OR repo_uid = $5 OR repo_uid LIKE $5 || '/%') \
+             ORDER BY repo_uid, digest LIMIT $4",
         )
         .bind(names)
         .bind(&after.0)
         .bind(&after.1)
         .bind(i64::from(limit))
+        .bind(scope)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| db_err("manifests with packages", e))
+    }
+
+    async fn parents_of(&self, repo_uid: &str, digest: &str) -> Result<Vec<String>> {
+        sqlx::query_scalar(
+            "SELECT manifest_digest FROM manifest_refs WHERE repo_uid = $1 AND target = $2 \
+             ORDER BY manifest_digest LIMIT 100",
+        )
+        .bind(repo_uid)
+        .bind(digest)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("parents of", e))
     }
 
     async fn manifests_without_inventory(&self, after: Option<&ManifestKey>, limit: u32) -> Result<Vec<ManifestKey>> {
@@ -354,23 +377,36 @@ impl VulnStore for PostgresStore {
     async fn affected_by(
         &self,
         ids: &[String],
+        scopes: Option<&[String]>,
         after: Option<&ManifestKey>,
         limit: u32,
     ) -> Result<Vec<(String, String, String)>> {
+        if ids.len() > NAME_CHUNK {
+            return Err(ward_core::Error::invalid(
+                "id",
+                format!("the id has over {NAME_CHUNK} aliases"),
+            ));
+        }
         let after = after.cloned().unwrap_or_default();
-        sqlx::query_as(
+        let within = match scopes {
+            Some(s) => within_sql("i.repo_uid", s.len(), 5, true),
+            None => "TRUE".into(),
+        };
+        let sql = format!(
             "SELECT DISTINCT i.repo_uid, i.digest, i.vuln_id FROM vuln_finding_ids i JOIN vuln_findings f \
              ON f.repo_uid = i.repo_uid AND f.digest = i.digest AND f.vuln_id = i.vuln_id \
-             WHERE i.id = ANY($1) AND f.resolved_at IS NULL AND (i.repo_uid, i.digest) > ($2, $3) \
-             ORDER BY i.repo_uid, i.digest, i.vuln_id LIMIT $4",
-        )
-        .bind(ids)
-        .bind(&after.0)
-        .bind(&after.1)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| db_err("affected by", e))
+             WHERE i.id = ANY($1) AND f.resolved_at IS NULL AND (i.repo_uid, i.digest) > ($2, $3) AND {within} \
+             ORDER BY i.repo_uid, i.digest, i.vuln_id LIMIT $4"
+        );
+        let mut q = sqlx::query_as(&sql)
+            .bind(ids)
+            .bind(&after.0)
+            .bind(&after.1)
+            .bind(i64::from(limit));
+        for s in scopes.into_iter().flatten() {
+            q = q.bind(s);
+        }
+        q.fetch_all(&self.pool).await.map_err(|e| db_err("affected by", e))
     }
 
     async fn tags_pointing(&self, repo_uid: &str, digest: &str, limit: u32) -> Result<Vec<String>> {
@@ -383,16 +419,21 @@ impl VulnStore for PostgresStore {
             .map_err(|e| db_err("tags pointing", e))
     }
 
-    async fn feed_candidates(&self, names: &[String]) -> Result<Vec<FeedCandidate>> {
-        let rows: Vec<(String, String, String, String, String, String, bool, i64)> = sqlx::query_as(
+    async fn feed_candidates(&self, names: &[String], scopes: &[String]) -> Result<Vec<FeedCandidate>> {
+        let sql = format!(
             "SELECT r.parent_uid, r.id, p.ecosystem, p.name, r.body, r.digest, r.withdrawn IS NOT NULL, \
              r.update_time FROM feed_record_packages p JOIN feed_records r \
-             ON r.parent_uid = p.parent_uid AND r.id = p.record_id WHERE p.name = ANY($1)",
-        )
-        .bind(names)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| db_err("feed candidates", e))?;
+             ON r.parent_uid = p.parent_uid AND r.id = p.record_id WHERE p.name = ANY($1) AND {}",
+            within_sql("p.parent_uid", scopes.len(), 2, true)
+        );
+        let mut q = sqlx::query_as::<_, (String, String, String, String, String, String, bool, i64)>(&sql).bind(names);
+        for s in scopes {
+            q = q.bind(s);
+        }
+        let rows = q
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| db_err("feed candidates", e))?;
         Ok(rows
             .into_iter()
             .map(|r| FeedCandidate {
@@ -408,22 +449,26 @@ impl VulnStore for PostgresStore {
             .collect())
     }
 
-    async fn advisories_naming(&self, names: &[String]) -> Result<Vec<AdvisoryRecord>> {
-        sqlx::query_as(&format!(
+    async fn advisories_naming(&self, names: &[String], scopes: &[String]) -> Result<Vec<AdvisoryRecord>> {
+        let sql = format!(
             "SELECT {ADVISORY_COLUMNS} FROM advisories WHERE delete_time IS NULL AND \
-             (artifact_name = ANY($1) OR component_name = ANY($1)) ORDER BY uid"
-        ))
-        .bind(names)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| db_err("advisories naming", e))
+             (artifact_name = ANY($1) OR component_name = ANY($1)) AND {} ORDER BY uid",
+            within_sql("parent_uid", scopes.len(), 2, true)
+        );
+        let mut q = sqlx::query_as(&sql).bind(names);
+        for s in scopes {
+            q = q.bind(s);
+        }
+        q.fetch_all(&self.pool)
+            .await
+            .map_err(|e| db_err("advisories naming", e))
     }
 
-    async fn ids_aliased(&self, alias: &str) -> Result<Vec<String>> {
-        sqlx::query_scalar(
-            "SELECT record_id FROM feed_record_aliases WHERE alias = $1 \
-             UNION SELECT a.advisory_id FROM advisory_aliases x JOIN advisories a ON a.uid = x.advisory_uid \
-             WHERE x.alias = $1 AND a.delete_time IS NULL ORDER BY 1",
+    async fn ids_aliased(&self, alias: &str) -> Result<Vec<(String, String)>> {
+        sqlx::query_as(
+            "SELECT record_id, parent_uid FROM feed_record_aliases WHERE alias = $1 \
+             UNION SELECT a.advisory_id, a.parent_uid FROM advisory_aliases x JOIN advisories a \
+             ON a.uid = x.advisory_uid WHERE x.alias = $1 AND a.delete_time IS NULL ORDER BY 1, 2 LIMIT 1000",
         )
         .bind(alias)
         .fetch_all(&self.pool)

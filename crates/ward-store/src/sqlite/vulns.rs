@@ -13,6 +13,7 @@ use crate::advisories::AdvisoryRecord;
 use crate::sql::ADVISORY_COLUMNS;
 use crate::vulns::{
     FeedCandidate, FindingRecord, InventoryRecord, JobEnd, JobRecord, ManifestKey, NAME_CHUNK, ReportRecord, VulnStore,
+    within_sql,
 };
 
 fn manifest_exists(c: &Connection, repo: &str, digest: &str) -> rusqlite::Result<bool> {
@@ -89,7 +90,7 @@ impl VulnStore for SqliteStore {
             c.prepare_cached(
                 "UPDATE jobs SET lease_until = ?1 + ?2, attempts = attempts + 1 WHERE id IN \
                  (SELECT id FROM jobs WHERE run_after <= ?1 AND (lease_until IS NULL OR lease_until < ?1) \
-                 ORDER BY run_after, id LIMIT ?3) RETURNING id, kind, key, attempts",
+                 ORDER BY run_after, id LIMIT ?3) RETURNING id, kind, key, attempts, lease_until",
             )?
             .query_map(params![now_ms, lease_ms, limit], |r| {
                 Ok(JobRecord {
@@ -97,6 +98,7 @@ impl VulnStore for SqliteStore {
                     kind: r.get(1)?,
                     key: r.get(2)?,
                     attempts: r.get(3)?,
+                    lease_until: r.get(4)?,
                 })
             })?
             .collect()
@@ -104,21 +106,26 @@ impl VulnStore for SqliteStore {
         .await
     }
 
-    async fn finish_job(&self, id: i64, end: JobEnd, now_ms: i64) -> Result<()> {
+    async fn finish_job(&self, job: &JobRecord, end: JobEnd, now_ms: i64) -> Result<()> {
+        let (id, lease) = (job.id, job.lease_until);
         self.write("finish job", move |c| {
             match end {
                 JobEnd::Done => {
-                    c.execute("DELETE FROM jobs WHERE id = ?1 AND again = 0", [id])?;
+                    c.execute(
+                        "DELETE FROM jobs WHERE id = ?1 AND lease_until = ?2 AND again = 0",
+                        [id, lease],
+                    )?;
                     c.execute(
                         "UPDATE jobs SET again = 0, lease_until = NULL, run_after = ?2, attempts = 0, \
-                         last_error = '' WHERE id = ?1",
-                        params![id, now_ms],
+                         last_error = '' WHERE id = ?1 AND lease_until = ?3",
+                        params![id, now_ms, lease],
                     )?;
                 }
                 JobEnd::Retry { at, error } => {
                     c.execute(
-                        "UPDATE jobs SET lease_until = NULL, run_after = ?2, last_error = ?3 WHERE id = ?1",
-                        params![id, at, error],
+                        "UPDATE jobs SET lease_until = NULL, run_after = ?2, last_error = ?3 \
+                         WHERE id = ?1 AND lease_until = ?4",
+                        params![id, at, error, lease],
                     )?;
                 }
             }
@@ -200,21 +207,28 @@ impl VulnStore for SqliteStore {
     async fn manifests_with_packages(
         &self,
         names: &[String],
+        scope: Option<&str>,
         after: Option<&ManifestKey>,
         limit: u32,
     ) -> Result<Vec<ManifestKey>> {
         let names = names.to_vec();
+        let scope = scope.map(str::to_owned);
         let after = after.cloned().unwrap_or_default();
         self.read("manifests with packages", move |c| {
             let mut out: Vec<ManifestKey> = Vec::new();
             for chunk in names.chunks(NAME_CHUNK) {
                 let sql = format!(
                     "SELECT DISTINCT repo_uid, digest FROM inventory_packages WHERE name IN ({}) \
-                     AND (repo_uid, digest) > (?1, ?2) ORDER BY repo_uid, digest LIMIT ?3",
-                    placeholders(chunk.len(), 4)
+                     AND (repo_uid, digest) > (?1, ?2) AND (?4 IS NULL OR repo_uid = ?4 OR repo_uid LIKE ?4 || '/%') \
+                     ORDER BY repo_uid, digest LIMIT ?3",
+                    placeholders(chunk.len(), 5)
                 );
-                let mut binds: Vec<rusqlite::types::Value> =
-                    vec![after.0.clone().into(), after.1.clone().into(), i64::from(limit).into()];
+                let mut binds: Vec<rusqlite::types::Value> = vec![
+                    after.0.clone().into(),
+                    after.1.clone().into(),
+                    i64::from(limit).into(),
+                    scope.clone().into(),
+                ];
                 binds.extend(chunk.iter().map(|n| n.clone().into()));
                 let rows = c
                     .prepare(&sql)?
@@ -226,6 +240,19 @@ impl VulnStore for SqliteStore {
             out.dedup();
             out.truncate(limit as usize);
             Ok(out)
+        })
+        .await
+    }
+
+    async fn parents_of(&self, repo_uid: &str, digest: &str) -> Result<Vec<String>> {
+        let (repo, digest) = (repo_uid.to_owned(), digest.to_owned());
+        self.read("parents of", move |c| {
+            c.prepare_cached(
+                "SELECT manifest_digest FROM manifest_refs WHERE repo_uid = ?1 AND target = ?2 \
+                 ORDER BY manifest_digest LIMIT 100",
+            )?
+            .query_map([repo, digest], |r| r.get(0))?
+            .collect()
         })
         .await
     }
@@ -339,22 +366,35 @@ impl VulnStore for SqliteStore {
     async fn affected_by(
         &self,
         ids: &[String],
+        scopes: Option<&[String]>,
         after: Option<&ManifestKey>,
         limit: u32,
     ) -> Result<Vec<(String, String, String)>> {
-        let ids: Vec<String> = ids.iter().take(NAME_CHUNK).cloned().collect();
+        if ids.len() > NAME_CHUNK {
+            return Err(ward_core::Error::invalid(
+                "id",
+                format!("the id has over {NAME_CHUNK} aliases"),
+            ));
+        }
+        let ids = ids.to_vec();
+        let scopes: Option<Vec<String>> = scopes.map(<[String]>::to_vec);
         let after = after.cloned().unwrap_or_default();
         self.read("affected by", move |c| {
+            let within = match &scopes {
+                Some(s) => within_sql("i.repo_uid", s.len(), 4 + ids.len(), false),
+                None => "TRUE".into(),
+            };
             let sql = format!(
                 "SELECT DISTINCT i.repo_uid, i.digest, i.vuln_id FROM vuln_finding_ids i JOIN vuln_findings f \
                  ON f.repo_uid = i.repo_uid AND f.digest = i.digest AND f.vuln_id = i.vuln_id \
-                 WHERE i.id IN ({}) AND f.resolved_at IS NULL AND (i.repo_uid, i.digest) > (?1, ?2) \
+                 WHERE i.id IN ({}) AND f.resolved_at IS NULL AND (i.repo_uid, i.digest) > (?1, ?2) AND {within} \
                  ORDER BY i.repo_uid, i.digest, i.vuln_id LIMIT ?3",
                 placeholders(ids.len(), 4)
             );
             let mut binds: Vec<rusqlite::types::Value> =
                 vec![after.0.clone().into(), after.1.clone().into(), i64::from(limit).into()];
             binds.extend(ids.iter().map(|n| n.clone().into()));
+            binds.extend(scopes.iter().flatten().map(|n| n.clone().into()));
             c.prepare(&sql)?
                 .query_map(params_from_iter(binds), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
                 .collect()
@@ -372,20 +412,22 @@ impl VulnStore for SqliteStore {
         .await
     }
 
-    async fn feed_candidates(&self, names: &[String]) -> Result<Vec<FeedCandidate>> {
-        let names = names.to_vec();
+    async fn feed_candidates(&self, names: &[String], scopes: &[String]) -> Result<Vec<FeedCandidate>> {
+        let (names, scopes) = (names.to_vec(), scopes.to_vec());
         self.read("feed candidates", move |c| {
             let mut out = Vec::new();
             for chunk in names.chunks(NAME_CHUNK) {
                 let sql = format!(
                     "SELECT r.parent_uid, r.id, p.ecosystem, p.name, r.body, r.digest, r.withdrawn IS NOT NULL, \
                      r.update_time FROM feed_record_packages p JOIN feed_records r \
-                     ON r.parent_uid = p.parent_uid AND r.id = p.record_id WHERE p.name IN ({})",
-                    placeholders(chunk.len(), 1)
+                     ON r.parent_uid = p.parent_uid AND r.id = p.record_id WHERE p.name IN ({}) AND {}",
+                    placeholders(chunk.len(), 1),
+                    within_sql("p.parent_uid", scopes.len(), 1 + chunk.len(), false)
                 );
+                let binds: Vec<&String> = chunk.iter().chain(&scopes).collect();
                 let rows = c
                     .prepare(&sql)?
-                    .query_map(params_from_iter(chunk.iter()), |r| {
+                    .query_map(params_from_iter(binds), |r| {
                         Ok(FeedCandidate {
                             parent_uid: r.get(0)?,
                             id: r.get(1)?,
@@ -405,19 +447,21 @@ impl VulnStore for SqliteStore {
         .await
     }
 
-    async fn advisories_naming(&self, names: &[String]) -> Result<Vec<AdvisoryRecord>> {
-        let names = names.to_vec();
+    async fn advisories_naming(&self, names: &[String], scopes: &[String]) -> Result<Vec<AdvisoryRecord>> {
+        let (names, scopes) = (names.to_vec(), scopes.to_vec());
         self.read("advisories naming", move |c| {
             let mut out: Vec<AdvisoryRecord> = Vec::new();
             for chunk in names.chunks(NAME_CHUNK) {
                 let list = placeholders(chunk.len(), 1);
+                let within = within_sql("parent_uid", scopes.len(), 1 + chunk.len(), false);
                 let sql = format!(
                     "SELECT {ADVISORY_COLUMNS} FROM advisories WHERE delete_time IS NULL AND \
-                     (artifact_name IN ({list}) OR component_name IN ({list}))"
+                     (artifact_name IN ({list}) OR component_name IN ({list})) AND {within}"
                 );
+                let binds: Vec<&String> = chunk.iter().chain(&scopes).collect();
                 let rows = c
                     .prepare(&sql)?
-                    .query_map(params_from_iter(chunk.iter()), advisory_from_row)?
+                    .query_map(params_from_iter(binds), advisory_from_row)?
                     .collect::<rusqlite::Result<Vec<_>>>()?;
                 out.extend(rows);
             }
@@ -428,16 +472,17 @@ impl VulnStore for SqliteStore {
         .await
     }
 
-    async fn ids_aliased(&self, alias: &str) -> Result<Vec<String>> {
+    async fn ids_aliased(&self, alias: &str) -> Result<Vec<(String, String)>> {
         let alias = alias.to_owned();
         self.read("ids aliased", move |c| {
-            let mut ids: Vec<String> = c
+            let mut ids: Vec<(String, String)> = c
                 .prepare_cached(
-                    "SELECT record_id FROM feed_record_aliases WHERE alias = ?1 \
-                     UNION SELECT a.advisory_id FROM advisory_aliases x JOIN advisories a ON a.uid = x.advisory_uid \
-                     WHERE x.alias = ?1 AND a.delete_time IS NULL",
+                    "SELECT record_id, parent_uid FROM feed_record_aliases WHERE alias = ?1 \
+                     UNION SELECT a.advisory_id, a.parent_uid FROM advisory_aliases x \
+                     JOIN advisories a ON a.uid = x.advisory_uid WHERE x.alias = ?1 AND a.delete_time IS NULL \
+                     LIMIT 1000",
                 )?
-                .query_map([&alias], |r| r.get(0))?
+                .query_map([&alias], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<rusqlite::Result<_>>()?;
             ids.sort();
             ids.dedup();

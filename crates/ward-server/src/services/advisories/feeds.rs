@@ -244,6 +244,7 @@ impl Ward {
                 );
             }
             self.on_advisories_changed(
+                parent.as_str(),
                 outcomes
                     .iter()
                     .zip(&records)

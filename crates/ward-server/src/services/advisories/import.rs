@@ -143,6 +143,7 @@ impl Ward {
                     .import_advisories(parent.as_str(), &items, self.clock.now_millis())
                     .await?;
                 self.on_advisories_changed(
+                    parent.as_str(),
                     items
                         .iter()
                         .flat_map(|i| [i.record.artifact_name.clone(), i.record.component_name.clone()])

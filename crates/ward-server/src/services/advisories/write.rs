@@ -122,8 +122,11 @@ impl Ward {
                 Err(e) => return Err(e),
                 Ok(()) => {
                     let uid = Uidp::parse("uid", &record.uid)?;
-                    self.on_advisories_changed(vec![record.artifact_name.clone(), record.component_name.clone()])
-                        .await;
+                    self.on_advisories_changed(
+                        &record.parent_uid,
+                        vec![record.artifact_name.clone(), record.component_name.clone()],
+                    )
+                    .await;
                     return self.advisory_by_uid(&uid).await;
                 }
             }
@@ -168,12 +171,15 @@ impl Ward {
             f.severities = cur.severities.clone();
         }
         self.store.update_advisory(&uid, &f, self.clock.now_millis()).await?;
-        self.on_advisories_changed(vec![
-            cur.artifact_name.clone(),
-            cur.component_name.clone(),
-            f.artifact_name.clone(),
-            f.component_name.clone(),
-        ])
+        self.on_advisories_changed(
+            &cur.parent_uid,
+            vec![
+                cur.artifact_name.clone(),
+                cur.component_name.clone(),
+                f.artifact_name.clone(),
+                f.component_name.clone(),
+            ],
+        )
         .await;
         self.advisory_by_uid(&uid).await
     }
@@ -189,7 +195,7 @@ impl Ward {
     /// Re-evaluates the images holding the packages an advisory names.
     async fn advisory_names_changed(&self, uid: &Uidp) {
         if let Ok(Some(a)) = self.store.get_advisory(uid).await {
-            self.on_advisories_changed(vec![a.artifact_name, a.component_name])
+            self.on_advisories_changed(&a.parent_uid, vec![a.artifact_name, a.component_name])
                 .await;
         }
     }

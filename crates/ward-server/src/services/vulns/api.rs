@@ -266,16 +266,18 @@ impl Ward {
     }
 
     /// The SBOM document as pushed, if the inventory came from one.
-    async fn raw_sbom_bytes(&self, stored: &Stored) -> Result<Option<Vec<u8>>> {
+    async fn raw_sbom_bytes(&self, repo: &str, stored: &Stored) -> Result<Option<Vec<u8>>> {
         let Some(blob) = &stored.sbom_blob else {
             return Ok(None);
         };
-        let Some(d) = Digest::parse(blob) else {
+        // Only what this repo's pushes stored, within the SBOM bound.
+        let Some(size) = self.store.repo_blob(repo, blob).await? else {
             return Ok(None);
         };
-        let Some(size) = self.blobs.size(&d).await.map_err(Error::internal)? else {
+        let size = u64::try_from(size).unwrap_or(u64::MAX);
+        if size > self.vulns.limits.max_document_bytes as u64 {
             return Ok(None);
-        };
+        }
         self.blob_bytes_public(blob, size).await
     }
 
@@ -298,7 +300,7 @@ impl Ward {
     pub async fn get_sbom(&self, caller: &Caller, req: v1::SbomRequest) -> Result<tenant::Sbom2> {
         let (repo, digest) = self.image(caller, &rpc::GET_SBOM, &req.repo_id, &req.digest).await?;
         let (inv, stored) = self.ready_inventory(&repo.uid, &digest).await?;
-        let raw = self.raw_sbom_bytes(&stored).await?.unwrap_or_default();
+        let raw = self.raw_sbom_bytes(&repo.uid, &stored).await?.unwrap_or_default();
         let i = &stored.inventory;
         Ok(tenant::Sbom2 {
             id: format!("{}/{digest}", repo.uid),
@@ -341,10 +343,11 @@ impl Ward {
         let (repo, digest) = self.image(caller, &rpc::GET_RAW_SBOM, &req.repo_id, &digest).await?;
         let (_, stored) = self.ready_inventory(&repo.uid, &digest).await?;
         let raw = self
-            .raw_sbom_bytes(&stored)
+            .raw_sbom_bytes(&repo.uid, &stored)
             .await?
             .ok_or_else(|| Error::not_found("sbom", digest.clone()))?;
-        let raw_sbom = String::from_utf8(raw).map_err(|_| Error::internal("a stored SBOM is not UTF-8"))?;
+        let raw_sbom = String::from_utf8(raw)
+            .map_err(|_| Error::precondition("SBOM_NOT_UTF8", &digest, "the stored SBOM is not UTF-8 text"))?;
         Ok(v1::RawSbom { raw_sbom })
     }
 
@@ -556,16 +559,41 @@ impl Ward {
                 .ok_or_else(|| Error::invalid("page_token", "not a page token this query returned"))?;
             Some((r.to_owned(), d.to_owned()))
         };
+        // The id, and the ids of the records and advisories the caller may
+        // read (or that are public) that list it as an alias: another
+        // organization's data never widens the query.
         let mut ids = vec![id.to_owned()];
-        ids.extend(self.store.ids_aliased(id).await?);
+        for (other, group) in self.store.ids_aliased(id).await? {
+            let readable = Uidp::parse("group", &group)
+                .is_ok_and(|g| self.caps_at(caller, &g).contains(rpc::GET_ADVISORY.capability))
+                || self
+                    .public_advisories
+                    .iter()
+                    .any(|p| Uidp::is_within(&group, p.as_str()));
+            if readable {
+                ids.push(other);
+            }
+        }
         ids.sort();
         ids.dedup();
+        ids.truncate(ward_store::vulns::NAME_CHUNK);
+        // Only repos within the caller's grants are walked.
+        let scopes: Option<Vec<String>> = self
+            .visible_scopes(caller, rpc::LIST_AFFECTED_IMAGES.capability)
+            .map(|v| v.into_iter().map(|u| u.as_str().to_owned()).collect());
+        if scopes.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(v1::AffectedImageList::default());
+        }
         let mut items: Vec<v1::AffectedImage> = Vec::new();
         let mut next = String::new();
         // Walk in key order, keeping what the caller may see; a bounded
         // number of rounds per page.
+        let mut finished = false;
         'walk: for _ in 0..20 {
-            let rows = self.store.affected_by(&ids, after.as_ref(), 500).await?;
+            let rows = self
+                .store
+                .affected_by(&ids, scopes.as_deref(), after.as_ref(), 500)
+                .await?;
             let done = rows.len() < 500;
             for (repo_uid, digest, vuln_id) in rows {
                 after = Some((repo_uid.clone(), digest.clone()));
@@ -618,8 +646,17 @@ impl Ward {
                 });
             }
             if done {
+                finished = true;
                 break;
             }
+        }
+        // The walk's budget ran out before the end: the caller resumes
+        // where it stopped (a short page is not the last one).
+        if !finished
+            && next.is_empty()
+            && let Some((r, d)) = &after
+        {
+            next = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(super::key(r, d));
         }
         Ok(v1::AffectedImageList {
             items,

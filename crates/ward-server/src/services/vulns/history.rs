@@ -41,10 +41,12 @@ pub struct TagDays {
 
 /// The days `[from, to]` covers, each as its start (ms, UTC).
 pub fn days(from: Option<&Timestamp>, to: Option<&Timestamp>, now: i64) -> Result<Vec<i64>> {
-    let to = to.map(Timestamp::to_millis).unwrap_or(now).min(now);
+    // Times outside [epoch, now] are clamped (and never overflow).
+    let to = to.map(Timestamp::to_millis).unwrap_or(now).clamp(0, now);
     let from = from
         .map(Timestamp::to_millis)
-        .unwrap_or(to - (DEFAULT_DAYS - 1) * DAY_MS);
+        .unwrap_or(to.saturating_sub((DEFAULT_DAYS - 1) * DAY_MS))
+        .clamp(0, now);
     if from > to {
         return Err(Error::invalid("from", "`from` is after `to`"));
     }

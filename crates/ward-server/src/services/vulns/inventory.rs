@@ -68,6 +68,29 @@ fn descriptors(m: &Value, key: &str) -> Vec<(String, String, u64)> {
         .collect()
 }
 
+/// Text safe to store and show: control characters (a NUL would fail a
+/// PostgreSQL write) become U+FFFD, and it is at most 4 KiB.
+pub(crate) fn sanitize(s: &str) -> String {
+    let mut out: String = s.chars().map(|c| if c.is_control() { '\u{fffd}' } else { c }).collect();
+    if out.len() > 4096 {
+        let mut end = 4096;
+        while !out.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.truncate(end);
+    }
+    out
+}
+
+/// Whether a package's fields are safe text (the rest are skipped).
+fn clean(p: &ward_sbom::Package) -> bool {
+    [&p.name, &p.version, &p.purl]
+        .iter()
+        .all(|f| !f.chars().any(char::is_control))
+        && p.license.as_deref().is_none_or(|l| !l.chars().any(char::is_control))
+        && p.location.as_deref().is_none_or(|l| !l.chars().any(char::is_control))
+}
+
 fn is_image(m: &Value) -> bool {
     m.get("subject").is_none()
         && m.get("config")
@@ -77,6 +100,16 @@ fn is_image(m: &Value) -> bool {
 }
 
 impl Ward {
+    /// The declared size of a blob the repo holds (linked by a push): a
+    /// manifest may name any digest (a foreign layer is never uploaded), and
+    /// Ward reads only what the repo's own pushes stored.
+    pub(crate) async fn repo_blob_size(&self, repo: &str, digest: &str, declared: u64) -> Result<Option<u64>> {
+        let stored = self.store.repo_blob(repo, digest).await?;
+        Ok(stored
+            .filter(|s| u64::try_from(*s).ok() == Some(declared))
+            .map(|_| declared))
+    }
+
     async fn blob_bytes(&self, digest: &str, size: u64, max: u64) -> Result<Option<Vec<u8>>> {
         if size > max {
             return Ok(None);
@@ -134,10 +167,14 @@ impl Ward {
                 continue;
             };
             let v: Value = serde_json::from_slice(&rec.content).unwrap_or(Value::Null);
+            let envelope = SBOM_TYPES[2..].contains(&rec.artifact_type.as_str());
             for (blob, media_type, size) in descriptors(&v, "layers") {
                 tried += 1;
                 if tried > MAX_CANDIDATES {
                     break;
+                }
+                if self.repo_blob_size(repo, &blob, size).await?.is_none() {
+                    continue;
                 }
                 let Some(bytes) = self.blob_bytes(&blob, size, limits.max_document_bytes as u64).await? else {
                     failed.get_or_insert((
@@ -153,12 +190,17 @@ impl Ward {
                 };
                 let (subject, l) = (digest.to_owned(), limits.clone());
                 let parsed = self
-                    .cpu(move || ward_sbom::parse_sbom(&bytes, Some(&subject), &l).map_err(|e| e.to_string()))
+                    .cpu(move || ward_sbom::parse_sbom(&bytes, Some(&subject), &l))
                     .await?;
                 match parsed {
                     Ok(inv) => return Ok(Some((m, blob, media_type, Ok(inv)))),
+                    // An attestation that is not an SBOM (provenance), or
+                    // is about another image, says nothing of this one's
+                    // packages: the layers are read instead.
+                    Err(ward_sbom::Error::UnsupportedPredicate { .. } | ward_sbom::Error::SubjectMismatch { .. })
+                        if envelope => {}
                     Err(e) => {
-                        failed.get_or_insert((m.clone(), blob, media_type, Err(e)));
+                        failed.get_or_insert((m.clone(), blob, media_type, Err(sanitize(&e.to_string()))));
                     }
                 }
             }
@@ -169,6 +211,7 @@ impl Ward {
     /// Reads the packages in the image's layers.
     async fn scan_layers(
         &self,
+        repo: &str,
         layers: Vec<(String, String, u64)>,
         limits: Limits,
     ) -> Result<Result<Inventory, String>> {
@@ -178,6 +221,21 @@ impl Ward {
                 layers.len()
             )));
         }
+        // A layer listed twice is read once; only layers the repo holds are read.
+        let mut seen = std::collections::HashSet::new();
+        let mut checked = Vec::with_capacity(layers.len());
+        for (digest, media_type, size) in layers {
+            if !seen.insert(digest.clone()) {
+                continue;
+            }
+            if self.repo_blob_size(repo, &digest, size).await?.is_none() {
+                return Ok(Err(format!(
+                    "layer {digest} is not stored in this repo (foreign layers are not read)"
+                )));
+            }
+            checked.push((digest, media_type, size));
+        }
+        let layers = checked;
         let blobs = self.blobs.clone();
         let rt = tokio::runtime::Handle::current();
         self.cpu(move || {
@@ -202,6 +260,7 @@ impl Ward {
             scanner.finish().map_err(|e| e.to_string())
         })
         .await
+        .map(|r| r.map_err(|e| sanitize(&e)))
     }
 
     /// Builds and stores a manifest's inventory, then queues its report.
@@ -228,7 +287,14 @@ impl Ward {
             record.source = "index".into();
             let mut waiting = Vec::new();
             let mut errors = Vec::new();
-            for (child, _, _) in descriptors(&v, "manifests").into_iter().take(MAX_CHILDREN) {
+            let children = descriptors(&v, "manifests");
+            if children.len() > MAX_CHILDREN {
+                errors.push(format!(
+                    "the index has {} images, over the {MAX_CHILDREN} read",
+                    children.len()
+                ));
+            }
+            for (child, _, _) in children.into_iter().take(MAX_CHILDREN) {
                 match self.store.get_inventory(repo, &child).await? {
                     Some(inv) if inv.status == "ready" => {
                         let s: Stored = serde_json::from_str(&inv.document).unwrap_or_default();
@@ -236,15 +302,27 @@ impl Ward {
                         stored.inventory.skipped += s.inventory.skipped;
                     }
                     Some(inv) => errors.push(format!("{child}: {}", inv.error)),
+                    None if self.store.get_manifest(repo, &child).await?.is_none() => {
+                        errors.push(format!("{child}: the index's image is gone"));
+                    }
                     None => waiting.push((INVENTORY.to_owned(), key(repo, &child))),
                 }
             }
             if !waiting.is_empty() {
+                // Each image, once read, queues this index again.
                 self.enqueue(waiting).await;
-                return Err(Error::Unavailable("waiting for the index's images".into()));
+                return Ok(());
             }
             stored.inventory.packages.sort_by(|a, b| a.purl.cmp(&b.purl));
             stored.inventory.packages.dedup_by(|a, b| a.purl == b.purl);
+            if stored.inventory.packages.len() > limits.max_components {
+                errors.push(format!(
+                    "the index's images hold {} packages, over the {} bound",
+                    stored.inventory.packages.len(),
+                    limits.max_components
+                ));
+                stored.inventory.packages.clear();
+            }
             if !errors.is_empty() {
                 record.status = "error".into();
                 record.error = errors.join("; ");
@@ -265,7 +343,7 @@ impl Ward {
             }
         } else {
             record.source = "layers".into();
-            match self.scan_layers(descriptors(&v, "layers"), limits).await? {
+            match self.scan_layers(repo, descriptors(&v, "layers"), limits).await? {
                 Ok(inv) => stored.inventory = inv,
                 Err(e) => {
                     record.status = "error".into();
@@ -273,6 +351,10 @@ impl Ward {
                 }
             }
         }
+        let before = stored.inventory.packages.len();
+        stored.inventory.packages.retain(clean);
+        stored.inventory.skipped += (before - stored.inventory.packages.len()) as u64;
+        record.error = sanitize(&record.error);
         record.document = serde_json::to_string(&stored).map_err(Error::internal)?;
         let mut names: Vec<String> = stored
             .inventory
@@ -293,9 +375,17 @@ impl Ward {
             ms = start.elapsed().as_millis() as u64,
             "inventory read"
         );
+        let mut next: Vec<(String, String)> = self
+            .store
+            .parents_of(repo, digest)
+            .await?
+            .into_iter()
+            .map(|p| (INVENTORY.to_owned(), key(repo, &p)))
+            .collect();
         if record.source != "none" {
-            self.enqueue(vec![(REPORT.to_owned(), key(repo, digest))]).await;
+            next.push((REPORT.to_owned(), key(repo, digest)));
         }
+        self.enqueue(next).await;
         Ok(())
     }
 }

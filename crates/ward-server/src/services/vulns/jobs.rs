@@ -17,8 +17,9 @@ use crate::ward::Ward;
 pub const LEASE_MS: i64 = 5 * 60 * 1000;
 /// How often an idle worker looks for work other replicas queued.
 pub const POLL: Duration = Duration::from_millis(500);
-/// Jobs one claim takes.
-const CLAIM: u32 = 16;
+/// Jobs one claim takes: one, so a lease is never spent waiting behind
+/// another job of the same claim.
+const CLAIM: u32 = 1;
 /// Attempts before a failing job is dropped (its error logged).
 pub const MAX_ATTEMPTS: i64 = 8;
 /// Manifests one re-evaluation or backfill step queues at a time.
@@ -48,10 +49,19 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
                 continue;
             }
             for job in jobs {
-                let end = match run(&ward, &job).await {
+                let budget = Duration::from_millis((LEASE_MS - 30_000) as u64);
+                let outcome = match tokio::time::timeout(budget, run(&ward, &job)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(ward_core::Error::Unavailable(format!(
+                        "gave up after {} s",
+                        budget.as_secs()
+                    ))),
+                };
+                let end = match outcome {
                     Ok(()) => JobEnd::Done,
                     Err(e) if job.attempts >= MAX_ATTEMPTS => {
                         tracing::warn!(kind = %job.kind, key = %job.key, error = %e.message(), "background job failed for good");
+                        ward.job_failed(&job, &e.message()).await;
                         JobEnd::Done
                     }
                     Err(e) => JobEnd::Retry {
@@ -59,7 +69,7 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
                         error: e.message(),
                     },
                 };
-                if let Err(e) = ward.store.finish_job(job.id, end, ward.clock.now_millis()).await {
+                if let Err(e) = ward.store.finish_job(&job, end, ward.clock.now_millis()).await {
                     tracing::warn!(error = %e.message(), "finishing a background job failed");
                 }
             }
@@ -82,7 +92,10 @@ async fn run(ward: &Arc<Ward>, job: &JobRecord) -> Result<()> {
             Some((repo, digest)) => ward.build_report(repo, digest).await,
             None => Ok(()),
         },
-        REEVAL => reevaluate(ward, &job.key).await,
+        REEVAL => match job.key.split_once('|') {
+            Some((scope, name)) => reevaluate(ward, (!scope.is_empty()).then_some(scope), name).await,
+            None => Ok(()),
+        },
         BACKFILL => backfill(ward).await,
         other => {
             tracing::warn!(kind = other, "unknown background job kind; dropped");
@@ -91,12 +104,17 @@ async fn run(ward: &Arc<Ward>, job: &JobRecord) -> Result<()> {
     }
 }
 
-/// Queues a report for every manifest holding a package of this name.
-async fn reevaluate(ward: &Ward, name: &str) -> Result<()> {
+/// Queues a report for every manifest holding a package of this name, in
+/// repos within `scope` (an organization; None: every one, for a change to
+/// a public advisory group).
+async fn reevaluate(ward: &Ward, scope: Option<&str>, name: &str) -> Result<()> {
     let names = [name.to_owned()];
     let mut after = None;
     loop {
-        let page = ward.store.manifests_with_packages(&names, after.as_ref(), PAGE).await?;
+        let page = ward
+            .store
+            .manifests_with_packages(&names, scope, after.as_ref(), PAGE)
+            .await?;
         let jobs: Vec<(String, String)> = page
             .iter()
             .map(|(r, d)| (REPORT.to_owned(), super::key(r, d)))

@@ -204,6 +204,18 @@ impl Decision {
                             .to_owned(),
                     ),
                     4 => Verdict::NotAffected(justification(&payload)),
+                    // Patched: fixed from the first patched version, or
+                    // (none named) mitigated in every version.
+                    8 => match payload
+                        .get("patched")
+                        .and_then(|p| p.get("patchedVersions"))
+                        .and_then(Value::as_array)
+                        .and_then(|v| v.first())
+                        .and_then(Value::as_str)
+                    {
+                        Some(v) => Verdict::Fixed(v.to_owned()),
+                        None => Verdict::NotAffected("inline_mitigations_already_exist".to_owned()),
+                    },
                     6 => Verdict::WontFix,
                     _ => Verdict::Affected,
                 }
@@ -295,36 +307,59 @@ pub struct Evaluation {
 }
 
 /// Whether an OSV ecosystem is the package's: the same ordering, and for
-/// distribution packages the same distribution (the purl namespace).
+/// distribution packages the same distribution (the purl namespace) and,
+/// when both name one, the same release (`Debian:12` and the purl's
+/// `distro=debian-12`; `Alpine:v3.18` and `distro=alpine-3.18.4`).
 fn ecosystem_fits(osv: &str, eco: Ecosystem, p: &Package) -> bool {
     if Ecosystem::from_osv(osv) != Some(eco) {
         return false;
     }
     match eco {
         Ecosystem::Apk | Ecosystem::Debian | Ecosystem::Rpm => {
-            let distro = osv.split(':').next().unwrap_or(osv).to_ascii_lowercase();
-            match p.namespace.as_deref() {
+            let (distro, release) = match osv.split_once(':') {
+                Some((d, r)) => (d.to_ascii_lowercase(), Some(r.trim_start_matches('v'))),
+                None => (osv.to_ascii_lowercase(), None),
+            };
+            let same_distro = match p.namespace.as_deref() {
                 Some(ns) if !ns.is_empty() => {
                     let ns = ns.to_ascii_lowercase();
                     distro == ns || distro.replace(' ', "") == ns
                 }
                 _ => true,
-            }
+            };
+            let qualifier = purl_qualifier(&p.purl, "distro");
+            let same_release = match (release, qualifier.as_deref().and_then(|d| d.split_once('-'))) {
+                (Some(r), Some((_, have))) if !r.is_empty() => have == r || have.starts_with(&format!("{r}.")),
+                _ => true,
+            };
+            same_distro && same_release
         }
         _ => true,
     }
 }
 
+/// A qualifier of a purl (`None` if the purl does not parse or lacks it).
+fn purl_qualifier(purl: &str, key: &str) -> Option<String> {
+    ward_sbom::Purl::parse(purl).ok()?.qualifier(key).map(str::to_owned)
+}
+
+/// The spellings a package name is indexed and looked up under: as
+/// written, lowercased, and PEP 503-normalized.
+pub fn name_variants(name: &str) -> Vec<String> {
+    let mut v = vec![name.to_owned(), name.to_ascii_lowercase(), normalize_pypi(name)];
+    v.sort();
+    v.dedup();
+    v
+}
+
 /// Names a package may be listed under in advisory data: as inventoried,
 /// and in its purl's normalized form.
 pub fn lookup_names(p: &Package) -> Vec<String> {
-    let mut v = vec![p.name.clone()];
-    let lower = p.name.to_ascii_lowercase();
-    if lower != p.name {
-        v.push(lower);
-    }
-    if p.purl_type == "pypi" {
-        v.push(p.name.to_ascii_lowercase().replace(['_', '.'], "-"));
+    let mut v = name_variants(&p.name);
+    // A distribution's binary package is also known by its source package
+    // (libssl3 by openssl), which advisories name.
+    if let Some(upstream) = purl_qualifier(&p.purl, "upstream") {
+        v.extend(name_variants(&upstream));
     }
     if let Some(ns) = &p.namespace
         && matches!(p.purl_type.as_str(), "npm" | "golang" | "maven")
@@ -337,8 +372,8 @@ pub fn lookup_names(p: &Package) -> Vec<String> {
     v
 }
 
-fn same_name(a: &str, p: &Package) -> bool {
-    lookup_names(p).iter().any(|n| n == a) || (p.purl_type == "pypi" && normalize_pypi(a) == normalize_pypi(&p.name))
+fn same_name(a: &str, names: &[String], p: &Package) -> bool {
+    names.iter().any(|n| n == a) || (p.purl_type == "pypi" && normalize_pypi(a) == normalize_pypi(&p.name))
 }
 
 fn normalize_pypi(s: &str) -> String {
@@ -394,8 +429,9 @@ pub fn evaluate(packages: &[Package], records: &[Arc<Record>], decisions: &[Deci
         };
         let mut hits: Vec<Hit<'_>> = Vec::new();
         let mut seen: BTreeSet<usize> = BTreeSet::new();
-        for n in lookup_names(p) {
-            for &i in by_name.get(&n).into_iter().flatten() {
+        let names = lookup_names(p);
+        for n in &names {
+            for &i in by_name.get(n).into_iter().flatten() {
                 if !seen.insert(i) {
                     continue;
                 }
@@ -408,7 +444,7 @@ pub fn evaluate(packages: &[Package], records: &[Arc<Record>], decisions: &[Deci
                 for a in r
                     .affected
                     .iter()
-                    .filter(|a| same_name(&a.name, p) && ecosystem_fits(&a.ecosystem, eco, p))
+                    .filter(|a| same_name(&a.name, &names, p) && ecosystem_fits(&a.ecosystem, eco, p))
                 {
                     match osv_range::is_affected(eco, &p.version, &a.ranges, &a.versions) {
                         Some(true) => {
@@ -431,7 +467,7 @@ pub fn evaluate(packages: &[Package], records: &[Arc<Record>], decisions: &[Deci
                 }
             }
         }
-        let mut ds: Vec<&Decision> = lookup_names(p)
+        let mut ds: Vec<&Decision> = names
             .iter()
             .flat_map(|n| decisions_by_name.get(n.as_str()).into_iter().flatten().copied())
             .filter(|d| d.purl_type.as_deref().is_none_or(|t| t == p.purl_type))

@@ -81,7 +81,10 @@ impl Ward {
     /// Queues background jobs now and wakes this server's workers. Failing
     /// to queue never fails the request that asked (the backfill and the
     /// next change catch up); it is logged.
-    pub(crate) async fn enqueue(&self, jobs: Vec<(String, String)>) {
+    pub(crate) async fn enqueue(&self, mut jobs: Vec<(String, String)>) {
+        // One statement may not name a job twice (PostgreSQL's upsert).
+        jobs.sort();
+        jobs.dedup();
         if jobs.is_empty() {
             return;
         }
@@ -113,17 +116,51 @@ impl Ward {
         self.enqueue(jobs).await;
     }
 
-    /// Advisory data about these package names changed: re-evaluate the
-    /// images holding one of them.
-    pub(crate) async fn on_advisories_changed(&self, names: Vec<String>) {
-        let mut jobs: Vec<(String, String)> = names
-            .into_iter()
-            .filter(|n| !n.is_empty())
-            .map(|n| (REEVAL.to_owned(), n))
-            .collect();
-        jobs.sort();
-        jobs.dedup();
+    /// Advisory data of `group` about these package names changed:
+    /// re-evaluate the images holding one of them that the data applies to
+    /// (the group's organization's, or every one for a public group). Names
+    /// are looked up as written and normalized, as inventories index them.
+    pub(crate) async fn on_advisories_changed(&self, group: &str, names: Vec<String>) {
+        let public = self
+            .public_advisories
+            .iter()
+            .any(|p| ward_core::uidp::Uidp::is_within(group, p.as_str()));
+        let scope = if public {
+            ""
+        } else {
+            group.split('/').next().unwrap_or(group)
+        };
+        let mut jobs: Vec<(String, String)> = Vec::new();
+        for n in names.iter().filter(|n| !n.is_empty()) {
+            for v in matching::name_variants(n) {
+                jobs.push((REEVAL.to_owned(), format!("{scope}|{v}")));
+            }
+        }
         self.enqueue(jobs).await;
+    }
+
+    /// A job failed for good: an inventory says so (the API shows it),
+    /// instead of answering "being computed" forever.
+    pub(crate) async fn job_failed(&self, job: &ward_store::vulns::JobRecord, error: &str) {
+        if job.kind != INVENTORY && job.kind != REPORT {
+            return;
+        }
+        let Some((repo, digest)) = split_key(&job.key) else {
+            return;
+        };
+        let record = ward_store::vulns::InventoryRecord {
+            repo_uid: repo.to_owned(),
+            digest: digest.to_owned(),
+            status: "error".into(),
+            error: format!("Ward could not read the image's packages or match them: {error}"),
+            source: String::new(),
+            sbom_digest: String::new(),
+            document: "{}".into(),
+            update_time: self.clock.now_millis(),
+        };
+        if let Err(e) = self.store.put_inventory(&record, &[]).await {
+            tracing::warn!(error = %e.message(), "recording a failed inventory failed");
+        }
     }
 
     /// Queues the backfill (inventories of manifests pushed before reports

@@ -30,27 +30,38 @@ impl Ward {
         let mut names: Vec<String> = stored.inventory.packages.iter().flat_map(lookup_names).collect();
         names.sort();
         names.dedup();
+        let mut scopes = vec![org.to_owned()];
+        scopes.extend(self.public_advisories.iter().map(|p| p.as_str().to_owned()));
         let mut records: Vec<Arc<Record>> = Vec::new();
-        for c in self.store.feed_candidates(&names).await? {
+        let mut misses = Vec::new();
+        for c in self.store.feed_candidates(&names, &scopes).await? {
             if !self.advisories_apply(&c.parent_uid, org) {
                 continue;
             }
             let k = format!("{}\n{}\n{}", c.parent_uid, c.id, c.digest);
-            if let Some(r) = self.vulns.records.get(&k) {
-                records.push(r);
-                continue;
+            match self.vulns.records.get(&k) {
+                Some(r) => records.push(r),
+                None => misses.push((k, c)),
             }
-            if let Some(r) = Record::parse(&c) {
-                let r = Arc::new(r);
-                self.vulns.records.insert(k, r.clone());
-                records.push(r);
-            }
+        }
+        // Parsing records is CPU work: off the async workers.
+        let parsed = self
+            .cpu(move || {
+                misses
+                    .into_iter()
+                    .filter_map(|(k, c)| Record::parse(&c).map(|r| (k, Arc::new(r))))
+                    .collect::<Vec<_>>()
+            })
+            .await?;
+        for (k, r) in parsed {
+            self.vulns.records.insert(k, r.clone());
+            records.push(r);
         }
         records.sort_by(|a, b| (&a.group, &a.id).cmp(&(&b.group, &b.id)));
         records.dedup_by(|a, b| a.group == b.group && a.id == b.id);
         let advisories: Vec<_> = self
             .store
-            .advisories_naming(&names)
+            .advisories_naming(&names, &scopes)
             .await?
             .into_iter()
             .filter(|a| self.advisories_apply(&a.parent_uid, org))
@@ -79,7 +90,16 @@ impl Ward {
             return Ok(());
         };
         if inv.status != "ready" {
-            return Ok(());
+            // An image whose packages can no longer be read has no open
+            // findings (they would linger in counts and affected images).
+            let record = ReportRecord {
+                repo_uid: repo.to_owned(),
+                digest: digest.to_owned(),
+                report: serde_json::to_string(&Evaluation::default()).map_err(Error::internal)?,
+                data_time: 0,
+                create_time: self.clock.now_millis(),
+            };
+            return self.store.put_report(&record, &[]).await;
         }
         let start = std::time::Instant::now();
         let stored: Stored = serde_json::from_str(&inv.document).map_err(Error::internal)?;
@@ -88,7 +108,9 @@ impl Ward {
         let eval = self.evaluate_packages(&org, stored).await?;
         let now = self.clock.now_millis();
         let mut findings: BTreeMap<String, FindingRecord> = BTreeMap::new();
-        for m in &eval.matches {
+        // Matches under investigation (only pending decisions) are shown,
+        // not counted: nothing was decided.
+        for m in eval.matches.iter().filter(|m| m.fix_state != 0) {
             let f = findings.entry(m.id.clone()).or_insert_with(|| FindingRecord {
                 repo_uid: repo.to_owned(),
                 digest: digest.to_owned(),
