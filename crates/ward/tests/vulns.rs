@@ -624,6 +624,23 @@ async fn push_referrer(s: &TestServer, repo: &str, subject: &str, artifact_type:
     common::push_manifest(s, repo, &digest, MANIFEST, &m).await
 }
 
+/// Waits until the job queue is empty (every queued inventory and report done).
+async fn idle(s: &TestServer) {
+    let start = std::time::Instant::now();
+    loop {
+        let counts = s.ward().store.job_counts().await.expect("job counts");
+        if counts.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "[{}] jobs still queued: {counts:?}",
+            s.backend
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Polls the report of `repo@digest` until it is no longer being computed.
 async fn settled(s: &TestServer, token: &str, repo_uid: &str, digest: &str) -> (StatusCode, Value) {
     let start = std::time::Instant::now();
@@ -877,6 +894,39 @@ async fn every_report_rpc_answers_only_whom_it_should() {
                 _ => assert_eq!(page["items"], json!([]), "[{b}] {who} sees no image: {page}"),
             }
         }
+
+        // Another organization's advisory data never reaches this one's
+        // reports: its own record for the same package, and its approved
+        // false positive for the same vulnerability.
+        let mut theirs = records().remove(0);
+        theirs["id"] = json!("GHSA-othr-othr-othr");
+        theirs["aliases"] = json!(["CVE-2099-0001"]);
+        let (status, body) = s
+            .post(
+                "/vulnerabilities/v1/osv:import",
+                json!({"parentId": other, "records": [theirs.to_string()]}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {body}");
+        let (_, their_reviewer) = common::identity_with(
+            &s,
+            &other,
+            "reviewer",
+            &["CAP_ADVISORIES_LIST", "CAP_ADVISORIES_APPROVE"],
+        )
+        .await;
+        let fp = json!({"falsePositiveDetermination": {"type": "VULNERABLE_CODE_NOT_IN_EXECUTION_PATH"}});
+        decide(&s, &other, &their_reviewer, "requests", "CVE-2018-18074", fp).await;
+        idle(&s).await;
+        let (status, report) = settled(&s, &s.token, &repo, &digest).await;
+        assert_eq!(status, StatusCode::OK, "[{b}]");
+        assert_eq!(
+            pairs(&report),
+            BTreeSet::from([("CVE-2018-18074".to_owned(), "pkg:pypi/requests@2.19.0".to_owned())]),
+            "[{b}] another organization's data changed nothing: {report}"
+        );
+        let (_, page) = s.get("/registry/v1/vuln_reports/affected?id=CVE-2099-0001").await;
+        assert_eq!(page["items"], json!([]), "[{b}] {page}");
 
         // The same over gRPC with the viewer's and the outsider's tokens.
         let ch = tonic::transport::Channel::from_shared(format!("http://{}", s.addr()))

@@ -637,3 +637,172 @@ fn judge(p: &Package, eco: Ecosystem, group: &[&Hit<'_>], out: &mut Evaluation) 
         advisories,
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ward_sbom::Source;
+
+    fn pkg(purl: &str, namespace: Option<&str>, name: &str, version: &str) -> Package {
+        Package {
+            name: name.into(),
+            version: version.into(),
+            purl: purl.into(),
+            purl_type: purl[4..].split('/').next().unwrap().into(),
+            namespace: namespace.map(str::to_owned),
+            license: None,
+            source: Source::Spdx,
+            location: None,
+        }
+    }
+
+    fn record(id: &str, aliases: &[&str], eco: &str, name: &str, introduced: &str, fixed: &str) -> Arc<Record> {
+        let body = serde_json::json!({
+            "id": id, "aliases": aliases,
+            "affected": [{"package": {"ecosystem": eco, "name": name},
+                "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": introduced}, {"fixed": fixed}]}]}],
+            "severity": [{"type": "CVSS_V3", "score": "CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H"}],
+        });
+        Arc::new(
+            Record::parse(&FeedCandidate {
+                parent_uid: "g".into(),
+                id: id.into(),
+                ecosystem: eco.into(),
+                name: name.into(),
+                body: body.to_string(),
+                digest: "d".into(),
+                withdrawn: false,
+                update_time: 7,
+            })
+            .unwrap(),
+        )
+    }
+
+    fn decision(id: &str, alias: &str, name: &str, verdict: Verdict) -> Decision {
+        Decision {
+            advisory_id: id.into(),
+            ids: vec![id.into(), alias.into()],
+            names: vec![name.into()],
+            purl_type: Some("pypi".into()),
+            verdict,
+            severity: Severity::Unknown,
+            update_time: 9,
+        }
+    }
+
+    fn ids(e: &Evaluation) -> Vec<(&str, i32)> {
+        e.matches.iter().map(|m| (m.id.as_str(), m.fix_state)).collect()
+    }
+
+    #[test]
+    fn records_sharing_an_alias_are_one_vulnerability() {
+        let p = [pkg("pkg:pypi/requests@2.19.0", None, "requests", "2.19.0")];
+        let recs = [
+            record(
+                "GHSA-x84v-xcm2-53pg",
+                &["CVE-2018-18074"],
+                "PyPI",
+                "requests",
+                "0",
+                "2.20.0",
+            ),
+            record("PYSEC-2018-28", &["CVE-2018-18074"], "PyPI", "requests", "0", "2.20.0"),
+            record("GHSA-unrelated", &[], "PyPI", "requests", "3.0", "3.1"),
+        ];
+        let e = evaluate(&p, &recs, &[]);
+        assert_eq!(ids(&e), [("CVE-2018-18074", 1)]);
+        assert_eq!(e.matches[0].aliases, ["GHSA-x84v-xcm2-53pg", "PYSEC-2018-28"]);
+        assert_eq!(e.matches[0].fix_versions, ["2.20.0"]);
+        assert_eq!(e.matches[0].severity, "critical");
+        assert_eq!(e.data_time, 7);
+    }
+
+    #[test]
+    fn decisions_rule_over_records() {
+        let p = [pkg("pkg:pypi/urllib3@1.24.1", None, "urllib3", "1.24.1")];
+        let recs = [record(
+            "GHSA-r64q",
+            &["CVE-2019-11236"],
+            "PyPI",
+            "urllib3",
+            "0",
+            "1.24.3",
+        )];
+        let with = |v: Verdict| evaluate(&p, &recs, &[decision("CGA-1", "CVE-2019-11236", "urllib3", v)]);
+        // A false positive removes the match: a not_affected statement.
+        let e = with(Verdict::NotAffected("vulnerable_code_not_in_execute_path".into()));
+        assert!(e.matches.is_empty());
+        assert_eq!(e.statements[0].status, "not_affected");
+        assert_eq!(e.statements[0].advisory.as_deref(), Some("CGA-1"));
+        // A fix at or below the installed version removes it; above, it is the fix.
+        assert!(with(Verdict::Fixed("1.24.1".into())).matches.is_empty());
+        assert_eq!(with(Verdict::Fixed("1.24.1".into())).statements[0].status, "fixed");
+        let e = with(Verdict::Fixed("1.24.2".into()));
+        assert_eq!(ids(&e), [("CVE-2019-11236", 1)]);
+        assert_eq!(e.matches[0].fix_versions, ["1.24.2"]);
+        assert_eq!(ids(&with(Verdict::WontFix)), [("CVE-2019-11236", 3)]);
+        // Pending only: still matched as the record says, marked, not decided.
+        let e = with(Verdict::UnderInvestigation);
+        assert_eq!(ids(&e), [("CVE-2019-11236", 1)]);
+        assert_eq!(e.matches[0].advisories["CGA-1"], "under_investigation");
+        // A decision about another package decides nothing here.
+        let e = evaluate(
+            &p,
+            &recs,
+            &[decision(
+                "CGA-2",
+                "CVE-2019-11236",
+                "requests",
+                Verdict::Fixed("0".into()),
+            )],
+        );
+        assert_eq!(ids(&e), [("CVE-2019-11236", 1)]);
+        // An advisory with only pending events and no record: shown, undecided.
+        let e = evaluate(
+            &p,
+            &[],
+            &[decision("CGA-3", "CVE-2024-1", "urllib3", Verdict::UnderInvestigation)],
+        );
+        assert_eq!(ids(&e), [("CVE-2024-1", 0)]);
+        assert_eq!(e.statements[0].status, "under_investigation");
+    }
+
+    #[test]
+    fn distribution_packages_match_by_source_package_and_release() {
+        let libssl = pkg(
+            "pkg:deb/debian/libssl3@3.0.11-1?arch=amd64&distro=debian-12&upstream=openssl",
+            Some("debian"),
+            "libssl3",
+            "3.0.11-1",
+        );
+        let recs = [
+            record("DSA-12", &["CVE-2023-5678"], "Debian:12", "openssl", "0", "3.0.13-1"),
+            record("DSA-11", &["CVE-2023-1111"], "Debian:11", "openssl", "0", "9.0"),
+            record("ALPINE", &["CVE-2023-2222"], "Alpine:v3.18", "openssl", "0", "9.0"),
+        ];
+        let e = evaluate(&[libssl], &recs, &[]);
+        assert_eq!(ids(&e), [("CVE-2023-5678", 1)], "Debian 12's record only");
+        let wolfi = pkg(
+            "pkg:apk/wolfi/libcrypto3@3.1.4-r0?arch=x86_64&upstream=openssl",
+            Some("wolfi"),
+            "libcrypto3",
+            "3.1.4-r0",
+        );
+        let recs = [record("CGA-a", &["CVE-2023-3"], "Wolfi", "openssl", "0", "3.1.4-r1")];
+        assert_eq!(ids(&evaluate(&[wolfi], &recs, &[])), [("CVE-2023-3", 1)]);
+    }
+
+    #[test]
+    fn withdrawn_and_unorderable_records_match_nothing() {
+        let p = [pkg(
+            "pkg:pypi/requests@not.a.version!",
+            None,
+            "requests",
+            "not.a.version!",
+        )];
+        let recs = [record("GHSA-1", &["CVE-1"], "PyPI", "requests", "0", "2.20.0")];
+        let e = evaluate(&p, &recs, &[]);
+        assert!(e.matches.is_empty());
+        assert_eq!(e.unorderable, ["pkg:pypi/requests@not.a.version!"]);
+    }
+}
