@@ -200,6 +200,32 @@ fn records() -> Vec<Value> {
     ]
 }
 
+/// Asserts `doc` is valid against the OpenVEX 0.2.0 JSON Schema (the spec
+/// repository's `openvex_json_schema.json`, kept in fixtures/).
+fn assert_openvex(doc: &Value, backend: &str) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/openvex_json_schema_0.2.0.json"
+    );
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("the OpenVEX schema compiles");
+    // It does reject: a statement with an unknown status.
+    let mut bad = doc.clone();
+    bad["statements"][0]["status"] = json!("maybe");
+    assert!(!validator.is_valid(&bad), "the schema rejects an unknown status");
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "[{backend}] OpenVEX schema errors: {errors:#?}\n{doc:#}"
+    );
+}
+
 /// The test's own version order: dotted numbers, `-rN` as one more number.
 fn numbers(v: &str) -> Vec<u64> {
     v.replace("-r", ".")
@@ -499,6 +525,7 @@ async fn reports_follow_layers_sboms_and_the_teams_decisions() {
         assert_eq!(status, StatusCode::OK, "[{b}] {raw}");
         let vex: Value = serde_json::from_str(raw["rawReport"].as_str().unwrap()).unwrap();
         assert_eq!(vex["@context"], "https://openvex.dev/ns/v0.2.0");
+        assert_openvex(&vex, b);
         let statement = |id: &str| -> Value {
             vex["statements"]
                 .as_array()
@@ -548,6 +575,7 @@ async fn reports_follow_layers_sboms_and_the_teams_decisions() {
         let out = common::ward_run(&s, &s.token, &["advisories", "vex", "--image", "acme/app:v1"]).await;
         let vex: Value = serde_json::from_str(out.ok("advisories vex")).expect("the VEX document is JSON");
         assert_eq!(vex["@context"], "https://openvex.dev/ns/v0.2.0");
+        assert_openvex(&vex, b);
     }
 }
 
