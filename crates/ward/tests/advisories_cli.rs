@@ -6,7 +6,6 @@
 mod common;
 
 use common::TestServer;
-use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/advisories");

@@ -763,9 +763,9 @@ async fn bad_documents_and_layers_give_a_readable_inventory_error() {
         // nested 10,000 deep, a DSSE envelope about another image. Each
         // replaces the layers' inventory with an error that names it.
         let deep = format!(
-            "{{\"bomFormat\":\"CycloneDX\",\"specVersion\":\"1.5\",\"components\":{}{}}}",
+            "{{\"bomFormat\":\"CycloneDX\",\"specVersion\":\"1.5\",\"components\":{}[]{}}}",
             "[{\"type\":\"library\",\"name\":\"x\",\"components\":".repeat(10_000),
-            format!("[]{}", "}]".repeat(10_000))
+            "}]".repeat(10_000)
         );
         let other = "sha256:".to_owned() + &"ab".repeat(32);
         let statement = json!({"_type": "https://in-toto.io/Statement/v1",
@@ -784,7 +784,7 @@ async fn bad_documents_and_layers_give_a_readable_inventory_error() {
             ("deep", "application/vnd.cyclonedx+json", deep.into_bytes(), "64"),
         ];
         for (tag, artifact_type, document, words) in sboms {
-            let digest = push_layers(&s, "acme/bad", &format!("sbom-{tag}"), &[good.clone()]).await;
+            let digest = push_layers(&s, "acme/bad", &format!("sbom-{tag}"), std::slice::from_ref(&good)).await;
             let (status, _) = settled(&s, &s.token, &repo, &digest).await;
             assert_eq!(status, StatusCode::OK, "[{b}] {tag}: the layers' report first");
             push_referrer(&s, "acme/bad", &digest, artifact_type, &document).await;
@@ -806,7 +806,7 @@ async fn bad_documents_and_layers_give_a_readable_inventory_error() {
 
         // An attestation about another image says nothing of this one: the
         // layers are read again and still speak for it.
-        let digest = push_layers(&s, "acme/bad", "sbom-dsse", &[good.clone()]).await;
+        let digest = push_layers(&s, "acme/bad", "sbom-dsse", std::slice::from_ref(&good)).await;
         assert_eq!(settled(&s, &s.token, &repo, &digest).await.0, StatusCode::OK, "[{b}]");
         let sbom_path = format!("/registry/v1/repos/{repo}/digests/{digest}/sbom");
         let (_, first) = s.get(&sbom_path).await;
@@ -827,7 +827,7 @@ async fn bad_documents_and_layers_give_a_readable_inventory_error() {
         assert_eq!(settled(&s, &s.token, &repo, &digest).await.0, StatusCode::OK, "[{b}]");
 
         // A referrer is no image: its report says so.
-        let digest = push_layers(&s, "acme/bad", "plain", &[good.clone()]).await;
+        let digest = push_layers(&s, "acme/bad", "plain", std::slice::from_ref(&good)).await;
         let sig = push_referrer(
             &s,
             "acme/bad",

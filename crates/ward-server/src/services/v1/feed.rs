@@ -165,6 +165,58 @@ pub async fn ping(_w: Arc<Ward>, _c: Option<Caller>, _req: ping::PingRequest) ->
     })
 }
 
+/// The v1 shape of `ListResolvedVulnsReports` (`from`/`to`, `items`).
+pub async fn list_resolved_vulns_reports(
+    w: Arc<Ward>,
+    c: Caller,
+    f: v1::ResolvedVulnsReportFilter,
+) -> Result<v1::ResolvedVulnsReportList> {
+    let r = w
+        .list_resolved_vulns_reports(
+            &c,
+            v2::ListResolvedVulnsReportsRequest {
+                image_refs: f
+                    .image_refs
+                    .into_iter()
+                    .map(|r| v2::ImageRef {
+                        repo: r.repo,
+                        tags: r.tags,
+                    })
+                    .collect(),
+                start_time: f.from,
+                end_time: f.to,
+            },
+        )
+        .await?;
+    Ok(v1::ResolvedVulnsReportList {
+        items: r
+            .resolved_vulns_reports
+            .into_iter()
+            .map(|d| v1::ResolvedVulnsReport {
+                date: d.date,
+                resolved_vulns: d
+                    .resolved_vulns
+                    .into_iter()
+                    .map(|v| v1::ResolvedVuln {
+                        id: v.id,
+                        aliases: v.aliases,
+                        cvss_severities: Vec::new(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    })
+}
+
+/// `ListResolvedVulnsReports` at v2 and v2beta1 (the same messages).
+pub async fn list_resolved_vulns_reports_v2(
+    w: Arc<Ward>,
+    c: Caller,
+    req: v2::ListResolvedVulnsReportsRequest,
+) -> Result<v2::ListResolvedVulnsReportsResponse> {
+    w.list_resolved_vulns_reports(&c, req).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,56 +370,4 @@ mod tests {
         });
         assert_eq!((f.id.as_str(), f.ids.len(), f.page_size, f.skip), ("a", 1, 5, 2));
     }
-}
-
-/// The v1 shape of `ListResolvedVulnsReports` (`from`/`to`, `items`).
-pub async fn list_resolved_vulns_reports(
-    w: Arc<Ward>,
-    c: Caller,
-    f: v1::ResolvedVulnsReportFilter,
-) -> Result<v1::ResolvedVulnsReportList> {
-    let r = w
-        .list_resolved_vulns_reports(
-            &c,
-            v2::ListResolvedVulnsReportsRequest {
-                image_refs: f
-                    .image_refs
-                    .into_iter()
-                    .map(|r| v2::ImageRef {
-                        repo: r.repo,
-                        tags: r.tags,
-                    })
-                    .collect(),
-                start_time: f.from,
-                end_time: f.to,
-            },
-        )
-        .await?;
-    Ok(v1::ResolvedVulnsReportList {
-        items: r
-            .resolved_vulns_reports
-            .into_iter()
-            .map(|d| v1::ResolvedVulnsReport {
-                date: d.date,
-                resolved_vulns: d
-                    .resolved_vulns
-                    .into_iter()
-                    .map(|v| v1::ResolvedVuln {
-                        id: v.id,
-                        aliases: v.aliases,
-                        cvss_severities: Vec::new(),
-                    })
-                    .collect(),
-            })
-            .collect(),
-    })
-}
-
-/// `ListResolvedVulnsReports` at v2 and v2beta1 (the same messages).
-pub async fn list_resolved_vulns_reports_v2(
-    w: Arc<Ward>,
-    c: Caller,
-    req: v2::ListResolvedVulnsReportsRequest,
-) -> Result<v2::ListResolvedVulnsReportsResponse> {
-    w.list_resolved_vulns_reports(&c, req).await
 }

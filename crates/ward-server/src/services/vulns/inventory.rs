@@ -188,7 +188,7 @@ impl Ward {
                     ));
                     continue;
                 };
-                let (subject, l) = (digest.to_owned(), limits.clone());
+                let (subject, l) = (digest.to_owned(), *limits);
                 let parsed = self
                     .cpu(move || ward_sbom::parse_sbom(&bytes, Some(&subject), &l))
                     .await?;

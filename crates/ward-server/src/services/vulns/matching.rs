@@ -416,13 +416,15 @@ pub fn evaluate(packages: &[Package], records: &[Arc<Record>], decisions: &[Deci
             decisions_by_name.entry(n.as_str()).or_default().push(d);
         }
     }
-    let mut out = Evaluation::default();
-    out.data_time = records
-        .iter()
-        .map(|r| r.update_time)
-        .chain(decisions.iter().map(|d| d.update_time))
-        .max()
-        .unwrap_or(0);
+    let mut out = Evaluation {
+        data_time: records
+            .iter()
+            .map(|r| r.update_time)
+            .chain(decisions.iter().map(|d| d.update_time))
+            .max()
+            .unwrap_or(0),
+        ..Evaluation::default()
+    };
     for p in packages {
         let Some(eco) = Ecosystem::from_purl_type(&p.purl_type) else {
             continue;
