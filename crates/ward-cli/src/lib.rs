@@ -23,6 +23,22 @@ pub mod role_bindings;
 pub mod roles;
 pub mod vulns;
 
+/// A progress bar on stderr when it is a terminal (hidden otherwise):
+/// `{bar} {pos}/{len} <what>  {elapsed}  {msg}`.
+pub fn progress_bar(len: u64, what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal as _;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template(&format!("{{bar:40}} {{pos}}/{{len}} {what}  {{elapsed}}  {{msg}}"))
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
 pub use client::Client;
 pub use output::{sanitize, sanitize_error};
 

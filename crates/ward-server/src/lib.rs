@@ -324,6 +324,44 @@ pub async fn admin_token(config: &ServerConfig) -> anyhow::Result<String> {
     Ok(ward.admin_token()?)
 }
 
+/// `ward admin backfill-reports`: queues the inventory of every manifest
+/// that has none (images pushed before reports existed; a server does the
+/// work, resumably) and calls `progress(done, total)` as running servers
+/// read them, until every manifest has one. Gives up when nothing moves for
+/// `stall` (no server is running, or one image takes that long).
+pub async fn backfill_reports(
+    config: &ServerConfig,
+    stall: std::time::Duration,
+    mut progress: impl FnMut(u64, u64),
+) -> anyhow::Result<(u64, u64)> {
+    let store = ward_store::open(&config.database_url())
+        .await
+        .context("opening the database")?;
+    let now = SystemClock.now_millis();
+    store
+        .enqueue_jobs(&[(services::vulns::BACKFILL.to_owned(), String::new())], now, now)
+        .await?;
+    let mut last = (i64::MIN, std::time::Instant::now());
+    loop {
+        let (total, done) = store.inventory_progress().await?;
+        let (total, done) = (total.max(0) as u64, done.clamp(0, total.max(0)) as u64);
+        progress(done, total);
+        if done >= total {
+            return Ok((done, total));
+        }
+        if done as i64 != last.0 {
+            last = (done as i64, std::time::Instant::now());
+        } else if last.1.elapsed() >= stall {
+            anyhow::bail!(
+                "{done} of {total} manifests have an inventory and none was read for {} s: is a server \
+                 (`ward serve` on this database) running? It does the work, and resumes where this stopped",
+                stall.as_secs()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
 /// What `ward admin gc` found (and, unless a dry run, removed).
 #[derive(Debug, Default)]
 pub struct GcReport {

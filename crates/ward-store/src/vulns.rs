@@ -100,6 +100,8 @@ pub trait VulnStore: Send + Sync + 'static {
     async fn finish_job(&self, job: &JobRecord, end: JobEnd, now_ms: i64) -> Result<()>;
     /// Jobs queued or running, by kind (for operators and the backfill's progress).
     async fn job_counts(&self) -> Result<Vec<(String, i64)>>;
+    /// `(manifests, manifests with an inventory)`: the backfill's progress.
+    async fn inventory_progress(&self) -> Result<(i64, i64)>;
 
     /// Replaces a manifest's inventory and its package index (`names`,
     /// each once). Nothing is written if the manifest is gone.

@@ -78,6 +78,15 @@ enum AdminCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Read the packages of every image pushed before vulnerability reports
+    /// existed (a running server does the work; this shows its progress).
+    BackfillReports {
+        #[command(flatten)]
+        config: ward_server::ServerConfig,
+        /// Give up when no image was read for this long, e.g. 10m.
+        #[arg(long, default_value = "10m", value_parser = ward_cli::registry::parse_duration)]
+        stall: std::time::Duration,
+    },
     /// Mark an organization verified, with the email domains it owns: people
     /// logging in with a verified email there can find it and ask to join,
     /// and `ward auth login --idp <its name>` finds its identity provider.
@@ -145,6 +154,16 @@ async fn main() -> std::process::ExitCode {
                 let verb = if dry_run { "would delete" } else { "deleted" };
                 println!("{verb} {} blob(s) and {} stale upload(s)", r.blobs, r.uploads);
             })
+        }
+        Command::Admin(AdminCommand::BackfillReports { config, stall }) => {
+            let bar = ward_cli::progress_bar(0, "manifests inventoried");
+            let r = ward_server::backfill_reports(&config, stall, |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            })
+            .await;
+            bar.finish_and_clear();
+            r.map(|(done, total)| println!("{done} of {total} manifests have an inventory"))
         }
         Command::Auth { conn, command } => ward_cli::auth::run(&conn, command).await,
         Command::Iam { conn, command } => ward_cli::run_iam(&conn, command).await,

@@ -839,6 +839,16 @@ async fn bad_documents_and_layers_give_a_readable_inventory_error() {
         let (status, body) = settled(&s, &s.token, &repo, &sig).await;
         common::assert_error(b, status, &body, 400, 9, "FAILED_PRECONDITION");
 
+        // `ward admin backfill-reports` finds every manifest read.
+        idle(&s).await;
+        let mut seen = Vec::new();
+        let (done, total) = ward_server::backfill_reports(&s.config, Duration::from_secs(30), |d, t| seen.push((d, t)))
+            .await
+            .expect("backfill");
+        assert_eq!(done, total, "[{b}]");
+        assert!(total >= 8, "[{b}] every image, referrer and index counts: {total}");
+        assert_eq!(seen.last(), Some(&(done, total)), "[{b}]");
+
         // The queue was never stuck: a good image pushed last has its report.
         let (status, body) = settled(&s, &s.token, &repo, &digest).await;
         assert_eq!(status, StatusCode::OK, "[{b}] {body}");

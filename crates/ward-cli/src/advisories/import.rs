@@ -17,7 +17,7 @@
 //! refused outright; what was kept but flagged is listed as warnings.
 
 use std::collections::HashSet;
-use std::io::{IsTerminal as _, Read as _};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
@@ -353,16 +353,7 @@ impl Report {
 
 /// A bar on stderr when it is a terminal; nothing otherwise.
 fn progress(items: u64) -> indicatif::ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(items);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} files and records  {elapsed}  {msg}")
-    {
-        bar.set_style(style);
-    }
-    bar
+    crate::progress_bar(items, "files and records")
 }
 
 /// A request on its way: what it carries (for errors), how many files or

@@ -132,6 +132,13 @@ impl VulnStore for PostgresStore {
             .map_err(|e| db_err("job counts", e))
     }
 
+    async fn inventory_progress(&self) -> Result<(i64, i64)> {
+        sqlx::query_as("SELECT (SELECT COUNT(*) FROM manifests), (SELECT COUNT(*) FROM inventories)")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| db_err("inventory progress", e))
+    }
+
     async fn put_inventory(&self, inv: &InventoryRecord, names: &[String]) -> Result<()> {
         let mut tx = self.begin().await?;
         if !manifest_exists(&mut tx, &inv.repo_uid, &inv.digest).await? {

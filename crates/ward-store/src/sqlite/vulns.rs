@@ -143,6 +143,17 @@ impl VulnStore for SqliteStore {
         .await
     }
 
+    async fn inventory_progress(&self) -> Result<(i64, i64)> {
+        self.read("inventory progress", |c| {
+            c.query_row(
+                "SELECT (SELECT COUNT(*) FROM manifests), (SELECT COUNT(*) FROM inventories)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+        })
+        .await
+    }
+
     async fn put_inventory(&self, inv: &InventoryRecord, names: &[String]) -> Result<()> {
         let (inv, names) = (inv.clone(), names.to_vec());
         self.write("put inventory", move |c| {
