@@ -1158,3 +1158,87 @@ async fn counts_by_day_and_resolved_vulnerabilities_follow_the_tag() {
         assert_eq!(status, StatusCode::UNAUTHORIZED, "[{b}]");
     }
 }
+
+/// An SPDX 2.3 document as syft writes one (pretty-printed, with a root
+/// package describing the image and file-less packages with purls).
+const SPDX: &str = r#"{
+ "spdxVersion": "SPDX-2.3",
+ "dataLicense": "CC0-1.0",
+ "SPDXID": "SPDXRef-DOCUMENT",
+ "name": "acme/app",
+ "documentNamespace": "https://anchore.com/syft/image/acme-app-0b6b1a0a",
+ "creationInfo": {
+  "licenseListVersion": "3.25",
+  "creators": ["Organization: Anchore, Inc", "Tool: syft-1.18.1"],
+  "created": "2025-01-07T10:00:00Z"
+ },
+ "packages": [
+  {
+   "name": "acme/app",
+   "SPDXID": "SPDXRef-DocumentRoot-Image-acme-app",
+   "versionInfo": "sha256:0b6b",
+   "downloadLocation": "NOASSERTION",
+   "primaryPackagePurpose": "CONTAINER"
+  },
+  {
+   "name": "requests",
+   "SPDXID": "SPDXRef-Package-python-requests-1",
+   "versionInfo": "2.19.0",
+   "downloadLocation": "NOASSERTION",
+   "licenseConcluded": "NOASSERTION",
+   "licenseDeclared": "Apache-2.0",
+   "externalRefs": [
+    {"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl", "referenceLocator": "pkg:pypi/requests@2.19.0"}
+   ]
+  }
+ ],
+ "relationships": [
+  {"spdxElementId": "SPDXRef-DOCUMENT", "relatedSpdxElement": "SPDXRef-DocumentRoot-Image-acme-app", "relationshipType": "DESCRIBES"}
+ ]
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_spdx_sbom_is_read_and_returned_byte_for_byte() {
+    for s in common::servers().await {
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "acme").await);
+        import_requests_record(&s, &org).await;
+        // The layers hold nothing; the SBOM says what is inside.
+        let empty = layer(&[("etc/hostname", b"app\n")]);
+        let digest = push_layers(&s, "acme/app", "v1", &[empty]).await;
+        let repo = repo_uid(&s, &org, "app").await;
+        let (status, report) = settled(&s, &s.token, &repo, &digest).await;
+        assert_eq!((status, pairs(&report).len()), (StatusCode::OK, 0), "[{b}] {report}");
+        push_referrer(&s, "acme/app", &digest, "application/spdx+json", SPDX.as_bytes()).await;
+        let sbom_path = format!("/registry/v1/repos/{repo}/digests/{digest}/sbom");
+        let sbom = until(&s, &sbom_path, "the SPDX inventory", |v| v["source"] == "INGESTED").await;
+        assert_eq!(sbom["format"], "spdx-2.3", "[{b}] {sbom}");
+        assert_eq!(sbom["tool"], "syft-1.18.1", "[{b}] {sbom}");
+        let nodes = sbom["graph"]["nodes"].as_array().unwrap();
+        assert_eq!(
+            nodes.len(),
+            1,
+            "[{b}] the image's own root package is no package: {sbom}"
+        );
+        assert_eq!(nodes[0]["package"]["license"], "Apache-2.0", "[{b}]");
+        let (status, raw) = s
+            .get(&format!("/registry/v1/repos/{repo}/digest/{digest}/rawsbom"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {raw}");
+        assert_eq!(raw["rawSbom"].as_str().unwrap(), SPDX, "[{b}] byte for byte");
+        until(
+            &s,
+            &format!("/registry/v1/repos/{repo}/digests/{digest}/vulnreport"),
+            "the SBOM's report",
+            |r| pairs(r) == BTreeSet::from([("CVE-2018-18074".to_owned(), "pkg:pypi/requests@2.19.0".to_owned())]),
+        )
+        .await;
+        // The config, as clients see it.
+        let (status, config) = s
+            .get(&format!("/registry/v1/repos/{repo}/digests/{digest}/imageconfig"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {config}");
+        assert_eq!(config["user"], "65532", "[{b}] {config}");
+    }
+}
