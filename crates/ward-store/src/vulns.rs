@@ -142,6 +142,8 @@ pub trait VulnStore: Send + Sync + 'static {
         limit: u32,
     ) -> Result<Vec<(String, String, String)>>;
 
+    /// Repos holding a manifest of this digest, in uid order, at most `limit`.
+    async fn repos_holding(&self, digest: &str, limit: u32) -> Result<Vec<String>>;
     /// Names of the repo's tags that point at `digest`, at most `limit`.
     async fn tags_pointing(&self, repo_uid: &str, digest: &str, limit: u32) -> Result<Vec<String>>;
 

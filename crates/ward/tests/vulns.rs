@@ -933,6 +933,40 @@ async fn every_report_rpc_answers_only_whom_it_should() {
             }
         }
 
+        // The SDK's digest-only forms: every repo the caller may see holding it.
+        for (who, token, items) in [
+            ("viewer", viewer.as_str(), 1),
+            ("another org's owner", outsider.as_str(), 0),
+        ] {
+            let (status, list) = s
+                .call_as(
+                    token,
+                    Method::GET,
+                    &format!("/registry/v1/vuln_reports?digest={digest}"),
+                    None,
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK, "[{b}] {who}: {list}");
+            assert_eq!(
+                list["items"].as_array().map(Vec::len),
+                Some(items),
+                "[{b}] {who}: {list}"
+            );
+            let (status, raw) = s
+                .call_as(
+                    token,
+                    Method::GET,
+                    &format!("/registry/v1/vuln_reports/raw?digest={digest}"),
+                    None,
+                )
+                .await;
+            assert_eq!(
+                status.as_u16(),
+                if items == 1 { 200 } else { 404 },
+                "[{b}] {who}: {raw}"
+            );
+        }
+
         // Another organization's advisory data never reaches this one's
         // reports: its own record for the same package, and its approved
         // false positive for the same vulnerability.

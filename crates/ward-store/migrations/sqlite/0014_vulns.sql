@@ -85,3 +85,6 @@ CREATE INDEX vuln_finding_ids_id ON vuln_finding_ids (id, repo_uid, digest);
 -- Feed records by package name alone (an image's packages are looked up by
 -- name, then their ecosystem is compared).
 CREATE INDEX feed_record_packages_by_name ON feed_record_packages (name);
+
+-- Manifests by digest alone: the reports of a digest in every repo holding it.
+CREATE INDEX manifests_digest ON manifests (digest, repo_uid);

@@ -416,6 +416,15 @@ impl VulnStore for PostgresStore {
         q.fetch_all(&self.pool).await.map_err(|e| db_err("affected by", e))
     }
 
+    async fn repos_holding(&self, digest: &str, limit: u32) -> Result<Vec<String>> {
+        sqlx::query_scalar("SELECT repo_uid FROM manifests WHERE digest = $1 ORDER BY repo_uid LIMIT $2")
+            .bind(digest)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| db_err("repos holding", e))
+    }
+
     async fn tags_pointing(&self, repo_uid: &str, digest: &str, limit: u32) -> Result<Vec<String>> {
         sqlx::query_scalar("SELECT name FROM tags WHERE parent_uid = $1 AND digest = $2 ORDER BY name LIMIT $3")
             .bind(repo_uid)

@@ -413,6 +413,16 @@ impl VulnStore for SqliteStore {
         .await
     }
 
+    async fn repos_holding(&self, digest: &str, limit: u32) -> Result<Vec<String>> {
+        let digest = digest.to_owned();
+        self.read("repos holding", move |c| {
+            c.prepare_cached("SELECT repo_uid FROM manifests WHERE digest = ?1 ORDER BY repo_uid LIMIT ?2")?
+                .query_map(params![digest, limit], |r| r.get(0))?
+                .collect()
+        })
+        .await
+    }
+
     async fn tags_pointing(&self, repo_uid: &str, digest: &str, limit: u32) -> Result<Vec<String>> {
         let (repo, digest) = (repo_uid.to_owned(), digest.to_owned());
         self.read("tags pointing", move |c| {

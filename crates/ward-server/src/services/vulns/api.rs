@@ -480,11 +480,49 @@ impl Ward {
         self.authorized_repo(caller, rule, &uid).await
     }
 
+    /// Repos the caller may list reports of that hold `digest` (at most 100).
+    async fn repos_with_digest(&self, caller: &Caller, digest: &str) -> Result<Vec<RepoRecord>> {
+        let d = Digest::parse(digest)
+            .ok_or_else(|| Error::invalid("digest", "digest must be sha256:<64 hex> or sha512:<128 hex>"))?;
+        let mut out = Vec::new();
+        for uid in self.store.repos_holding(d.as_str(), 100).await? {
+            let Ok(u) = Uidp::parse("repo", &uid) else { continue };
+            if !self.caps_at(caller, &u).contains(rpc::LIST_VULN_REPORTS.capability) {
+                continue;
+            }
+            if let Some(r) = self.store.get_repo(&u).await? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
     pub async fn list_vuln_reports(&self, caller: &Caller, f: v1::VulnReportFilter) -> Result<v1::VulnReportList> {
-        let repo = self.listed_repo(caller, &rpc::LIST_VULN_REPORTS, &f.repo_id).await?;
+        // The SDK's rule: a repo, or a digest (then every repo holding it
+        // that the caller may see); neither names nothing.
+        let repos = if !f.repo_id.is_empty() {
+            vec![self.listed_repo(caller, &rpc::LIST_VULN_REPORTS, &f.repo_id).await?]
+        } else if !f.digest.is_empty() {
+            self.repos_with_digest(caller, &f.digest).await?
+        } else {
+            Vec::new()
+        };
         let since = f.created_since.map(|t| t.to_millis()).unwrap_or(i64::MIN);
         let mut items = Vec::new();
-        for digest in self.listed_digests(&repo, &f.digest, &f.tag).await? {
+        for repo in repos {
+            self.append_reports(&repo, &f, since, &mut items).await?;
+        }
+        Ok(v1::VulnReportList { items })
+    }
+
+    async fn append_reports(
+        &self,
+        repo: &RepoRecord,
+        f: &v1::VulnReportFilter,
+        since: i64,
+        items: &mut Vec<v1::VulnReport>,
+    ) -> Result<()> {
+        for digest in self.listed_digests(repo, &f.digest, &f.tag).await? {
             let Some(r) = self.store.get_report(&repo.uid, &digest).await? else {
                 continue;
             };
@@ -501,7 +539,7 @@ impl Ward {
                 vulnerabilities: v1_vulnerabilities(&eval),
             });
         }
-        Ok(v1::VulnReportList { items })
+        Ok(())
     }
 
     pub async fn get_raw_vuln_report(
@@ -509,9 +547,21 @@ impl Ward {
         caller: &Caller,
         req: v1::GetRawVulnReportRequest,
     ) -> Result<v1::RawVulnReport> {
-        let repo = self
-            .listed_repo(caller, &rpc::GET_RAW_VULN_REPORT, &req.repo_id)
-            .await?;
+        let repo_id = if req.repo_id.is_empty() {
+            // The SDK names only the digest: the first repo the caller may
+            // see that holds it with a report.
+            let mut found = None;
+            for r in self.repos_with_digest(caller, &req.digest).await? {
+                if self.store.get_report(&r.uid, &req.digest).await?.is_some() {
+                    found = Some(r.uid);
+                    break;
+                }
+            }
+            found.ok_or_else(|| Error::not_found(MANIFEST_TYPE, req.digest.clone()))?
+        } else {
+            req.repo_id.clone()
+        };
+        let repo = self.listed_repo(caller, &rpc::GET_RAW_VULN_REPORT, &repo_id).await?;
         let (repo, digest) = self
             .image(caller, &rpc::GET_RAW_VULN_REPORT, &repo.uid, &req.digest)
             .await?;

@@ -141,7 +141,7 @@ impl Ward {
             refs.insert(0, (f.repo.clone(), f.tag.clone()));
         }
         if refs.is_empty() {
-            return Err(Error::invalid("repo", "name a repo uid and tag (or `references`)"));
+            return Ok(VulnCountReportList { items: Vec::new() });
         }
         if refs.len() > MAX_REFS {
             return Err(Error::invalid(
@@ -230,7 +230,7 @@ impl Ward {
             .flat_map(|(r, tags)| tags.into_iter().map(move |t| (r.clone(), t)))
             .collect();
         if pairs.is_empty() {
-            return Err(Error::invalid("image_refs", "name at least one repo uid with tags"));
+            return Ok(Vec::new());
         }
         if pairs.len() > MAX_REFS {
             return Err(Error::invalid("image_refs", format!("at most {MAX_REFS} tags at once")));
