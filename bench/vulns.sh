@@ -36,7 +36,7 @@
 #
 #   cargo build --release -p ward && BENCH_NO_BUILD=1 bench/vulns.sh
 #   WARD_BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/wardbench bench/vulns.sh
-#   FLEET=1000 NAMES=2000 DURATION=3s bench/vulns.sh          # a quick check
+#   FLEET=1000 NAMES=2000 IMAGE_PACKAGES=200 DURATION=3s bench/vulns.sh   # a quick check
 #
 # Needs wrk (installed from Debian's packages if missing), curl, python3 with
 # requests, and psql for PostgreSQL. Builds target/release/ward (cargo build
@@ -684,7 +684,8 @@ for backend in ("sqlite", "postgres"):
         rl = r.get("report_log") or {}
         row(f"re-evaluation of {r['images']:,} images ({r['via']} change about P)",
             f"{r['seconds']:.2f} s = {r['images_per_s']:,.0f} images/s",
-            f"≤ 2 s: {yes(r['seconds'] <= 2 and r['reports_rewritten'] == r['images'])}")
+            f"≤ 2 s: {yes(r['seconds'] <= 2 and r['reports_rewritten'] == r['images'])}" if r["images"] >= 10000
+            else "(the target: 10,000 in ≤ 2 s)")
         if rl:
             row("  server: report computed, summed / p50 / max",
                 f"{rl['sum_ms'] / 1000:.2f} s / {rl['p50_ms']} ms / {rl['max_ms']} ms ({rl['count']:,} reports)")

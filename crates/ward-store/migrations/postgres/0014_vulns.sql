@@ -88,3 +88,8 @@ CREATE INDEX feed_record_packages_by_name ON feed_record_packages (name);
 
 -- Manifests by digest alone: the reports of a digest in every repo holding it.
 CREATE INDEX manifests_digest ON manifests (digest, repo_uid);
+-- An image's referrers and an image's indexes, looked up for every
+-- inventory: indexes that lead with the repo and then the looked-up column
+-- (SQLite otherwise walks the repo's primary-key range).
+CREATE INDEX manifests_repo_subject ON manifests (repo_uid, subject, digest);
+CREATE INDEX manifest_refs_repo_target ON manifest_refs (repo_uid, target);
