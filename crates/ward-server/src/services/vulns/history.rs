@@ -51,10 +51,9 @@ pub fn days(from: Option<&Timestamp>, to: Option<&Timestamp>, now: i64) -> Resul
         // An empty range: no days.
         return Ok(Vec::new());
     }
-    let (first, last) = (from.div_euclid(DAY_MS), to.div_euclid(DAY_MS));
-    if last - first + 1 > MAX_DAYS {
-        return Err(Error::invalid("from", format!("at most {MAX_DAYS} days at once")));
-    }
+    // A longer range is cut to the MAX_DAYS days that end at `to`.
+    let last = to.div_euclid(DAY_MS);
+    let first = from.div_euclid(DAY_MS).max(last - MAX_DAYS + 1);
     Ok((first..=last).map(|d| d * DAY_MS).collect())
 }
 
@@ -153,8 +152,14 @@ impl Ward {
         cumulative: bool,
     ) -> Result<ward_proto::registry::VulnCountReportList> {
         use ward_proto::registry::{VulnCount, VulnCountReport, VulnCountReportList};
-        let mut refs: Vec<(String, String)> = f.references.iter().map(|r| (r.repo.clone(), r.tag.clone())).collect();
-        if !f.repo.is_empty() || !f.tag.is_empty() {
+        // A pair without a repo names nothing.
+        let mut refs: Vec<(String, String)> = f
+            .references
+            .iter()
+            .filter(|r| !r.repo.is_empty())
+            .map(|r| (r.repo.clone(), r.tag.clone()))
+            .collect();
+        if !f.repo.is_empty() {
             refs.insert(0, (f.repo.clone(), f.tag.clone()));
         }
         if refs.is_empty() {
@@ -248,6 +253,7 @@ impl Ward {
     ) -> Result<Vec<(i64, Vec<DayVuln>)>> {
         let pairs: Vec<(String, String)> = refs
             .into_iter()
+            .filter(|(r, _)| !r.is_empty())
             .flat_map(|(r, tags)| tags.into_iter().map(move |t| (r.clone(), t)))
             .collect();
         if pairs.is_empty() {
@@ -370,7 +376,9 @@ mod tests {
         let now = 400 * DAY_MS + 5;
         assert_eq!(days(None, None, now).unwrap().len(), DEFAULT_DAYS as usize);
         let from = Timestamp::from_millis(0);
-        assert!(days(Some(&from), None, now).is_err(), "over {MAX_DAYS} days");
+        let cut = days(Some(&from), None, now).unwrap();
+        assert_eq!(cut.len(), MAX_DAYS as usize, "cut to {MAX_DAYS} days");
+        assert_eq!(cut.last(), Some(&(400 * DAY_MS)), "ending at `to`");
         let to = Timestamp::from_millis(DAY_MS * 2 + 1);
         assert_eq!(days(Some(&from), Some(&to), now).unwrap(), vec![0, DAY_MS, 2 * DAY_MS]);
         assert!(days(Some(&to), Some(&from), now).unwrap().is_empty(), "an empty range");
