@@ -164,7 +164,8 @@ fn event_type(s: &str) -> Option<i32> {
 
 async fn list_advisories(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Params) -> Reply<ListAdvisoriesResponse> {
     let origin = q.string("origin");
-    let latest = q.string("latest_event_type");
+    // Given, even empty, it must name an event type (as the schema says).
+    let latest = q.optional("latest_event_type");
     let req = ListAdvisoriesRequest {
         uidp: q.uidp()?,
         advisory_ids: q.list("advisory_ids")?,
@@ -182,15 +183,14 @@ async fn list_advisories(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Param
         exclude_event_authors: q.list("exclude_event_authors")?,
         event_reviewers: q.list("event_reviewers")?,
         event_types: enum_list(&mut q, "event_types", event_type)?,
-        latest_event_type: if latest.is_empty() {
-            None
-        } else {
-            Some(event_type(&latest).ok_or_else(|| {
+        latest_event_type: match latest {
+            None => None,
+            Some(latest) => Some(event_type(&latest).ok_or_else(|| {
                 Error::invalid(
                     "latest_event_type",
                     format!("unknown latest_event_type \"{}\"", ward_core::names::echo(&latest)),
                 )
-            })?)
+            })?),
         },
         page_size: q.int("page_size")?,
         page_token: q.string("page_token"),

@@ -333,6 +333,11 @@ impl Params {
         }
     }
 
+    /// The last value of `key` if it was given (perhaps empty).
+    pub fn optional(&mut self, key: &str) -> Option<String> {
+        self.0.remove(key).and_then(|mut v| v.pop())
+    }
+
     /// The last value of `key`, or "".
     pub fn string(&mut self, key: &str) -> String {
         self.0.remove(key).and_then(|mut v| v.pop()).unwrap_or_default()
