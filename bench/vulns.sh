@@ -211,7 +211,7 @@ def drain(limit=900):
 
 # --- the server's ward::vulns log lines ----------------------------------------
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-LINE = re.compile(r"^(\S+)\s+INFO\s+ward::vulns:\s+(report computed|inventory read)\b(.*)$")
+LINE = re.compile(r"^(\S+)\s+INFO\s+ward::vulns:\s+(report computed|inventory read|reports re-evaluated)\b(.*)$")
 
 
 def log_events(since, what, digest=None):
@@ -450,7 +450,8 @@ def do_reeval(via):
     newer = all(ts_ms(a["reportGeneration"]) >= since_ms for a in after)
     mb = [len(b.get("vulnerabilityMatches", [])) for b in before]
     ma = [len(a.get("vulnerabilityMatches", [])) for a in after]
-    rep = log_summary(wall0, "report computed")
+        rep = log_summary(wall0, "report computed")
+    merged = log_summary(wall0, "reports re-evaluated")
     if not newer or rewritten != len(digests):
         say(f"  warning: {rewritten} of {len(digests)} fleet reports rewritten; sampled reports newer: {newer}")
     say(f"   {via}: change answered in {change_ms:.0f} ms; queue empty {total_s:.2f} s after it "
@@ -459,7 +460,7 @@ def do_reeval(via):
     out("reeval", via=via, images=len(digests), change_ms=round(change_ms, 1), jobs_after_change=queued,
         peak_jobs=peak, seconds=round(total_s, 3), images_per_s=round(len(digests) / total_s, 1),
         reports_rewritten=rewritten, sample_newer=newer, sample_matches_before=mb, sample_matches_after=ma,
-        report_log=rep)
+                report_log=rep, reeval_log=merged)
 
 
 cmd = sys.argv[1]
@@ -689,6 +690,10 @@ for backend in ("sqlite", "postgres"):
         if rl:
             row("  server: report computed, summed / p50 / max",
                 f"{rl['sum_ms'] / 1000:.2f} s / {rl['p50_ms']} ms / {rl['max_ms']} ms ({rl['count']:,} reports)")
+        ml = r.get("reeval_log") or {}
+        if ml:
+            row("  server: re-evaluated chunks (256 images), summed / p50 / max",
+                f"{ml['sum_ms'] / 1000:.2f} s / {ml['p50_ms']} ms / {ml['max_ms']} ms ({ml['count']:,} chunks)")
         row("  reports rewritten; sampled matches before → after",
             f"{r['reports_rewritten']:,}; {r['sample_matches_before']} → {r['sample_matches_after']}")
     end = mems.get("end")

@@ -286,6 +286,18 @@ pub trait AdvisoryStore: Send + Sync + 'static {
     async fn feed_record_body(&self, parent_uid: &str, id: &str) -> Result<Option<String>>;
 }
 
+/// One package an imported record affects, indexed for reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeedPackage {
+    pub ecosystem: String,
+    pub name: String,
+    /// The record's `affected` entries for this package, only their
+    /// `ranges` and `versions`, as a JSON array: a report decides whether
+    /// the record can apply from these few bytes, and reads the record's
+    /// body only when it does.
+    pub affected: String,
+}
+
 /// An imported OSV record: `body` is the record exactly as sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeedRecord {
@@ -295,8 +307,8 @@ pub struct FeedRecord {
     pub modified: i64,
     pub withdrawn: Option<i64>,
     pub aliases: Vec<String>,
-    /// (ecosystem, package name) of each affected package, each once.
-    pub packages: Vec<(String, String)>,
+    /// Each affected package, each (ecosystem, name) once.
+    pub packages: Vec<FeedPackage>,
     pub body: String,
     /// SHA-256 of `body`'s content (its JSON with sorted keys), hex.
     pub digest: String,
@@ -327,8 +339,8 @@ pub(crate) fn feed_plan(stored: Option<(i64, &str)>, r: &FeedRecord) -> FeedOutc
 }
 
 /// The JSON list of a feed record's ecosystems (for display and filters).
-pub(crate) fn ecosystems_json(packages: &[(String, String)]) -> String {
-    let mut e: Vec<&str> = packages.iter().map(|(e, _)| e.as_str()).collect();
+pub(crate) fn ecosystems_json(packages: &[FeedPackage]) -> String {
+    let mut e: Vec<&str> = packages.iter().map(|p| p.ecosystem.as_str()).collect();
     e.sort_unstable();
     e.dedup();
     serde_json::to_string(&e).unwrap_or_else(|_| "[]".into())

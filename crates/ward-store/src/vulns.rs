@@ -56,6 +56,25 @@ pub struct ReportRecord {
     pub create_time: i64,
 }
 
+/// See [`VulnStore::report_stamp`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportStamp {
+    pub status: String,
+    pub error: String,
+    pub source: String,
+    pub report_time: Option<i64>,
+}
+
+/// A report to write, if the stored one is still the one it was derived
+/// from (`if_created`: its `create_time`; None: whatever is stored), so
+/// concurrent re-evaluations never lose each other's changes.
+#[derive(Clone, Debug)]
+pub struct ReportWrite {
+    pub report: ReportRecord,
+    pub findings: Vec<FindingRecord>,
+    pub if_created: Option<i64>,
+}
+
 /// One vulnerability a manifest's reports have shown.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FindingRecord {
@@ -68,14 +87,16 @@ pub struct FindingRecord {
     pub resolved_at: Option<i64>,
 }
 
-/// An imported OSV record that names a package of some name.
+/// An imported OSV record that names a package of some name: its
+/// `affected` entries for that package (`FeedPackage::affected`; None for
+/// records indexed before they were kept), not its body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeedCandidate {
     pub parent_uid: String,
     pub id: String,
     pub ecosystem: String,
     pub name: String,
-    pub body: String,
+    pub affected: Option<String>,
     pub digest: String,
     pub withdrawn: bool,
     pub update_time: i64,
@@ -107,6 +128,10 @@ pub trait VulnStore: Send + Sync + 'static {
     /// each once). Nothing is written if the manifest is gone.
     async fn put_inventory(&self, inv: &InventoryRecord, names: &[String]) -> Result<()>;
     async fn get_inventory(&self, repo_uid: &str, digest: &str) -> Result<Option<InventoryRecord>>;
+    /// A manifest's inventory state without its document, and its report's
+    /// `create_time` (None: no report yet): what a cached report is checked
+    /// against.
+    async fn report_stamp(&self, repo_uid: &str, digest: &str) -> Result<Option<ReportStamp>>;
     /// Manifests whose inventory holds a package of one of these names, in
     /// repos within `scope` (an organization's uid; None: every repo),
     /// after `after`, in key order, at most `limit`.
@@ -126,7 +151,22 @@ pub trait VulnStore: Send + Sync + 'static {
     /// ones are first seen now, ones no longer in `findings` are resolved
     /// now, resolved ones seen again are open again. Nothing is written if
     /// the manifest is gone.
-    async fn put_report(&self, r: &ReportRecord, findings: &[FindingRecord]) -> Result<()>;
+    async fn put_report(&self, r: &ReportRecord, findings: &[FindingRecord]) -> Result<()> {
+        let write = ReportWrite {
+            report: r.clone(),
+            findings: findings.to_vec(),
+            if_created: None,
+        };
+        self.put_reports(&[write]).await.map(drop)
+    }
+    /// [`put_report`](Self::put_report) for many manifests, in one
+    /// transaction; each only if its condition holds. Says which were written
+    /// (or skipped because the manifest is gone).
+    async fn put_reports(&self, writes: &[ReportWrite]) -> Result<Vec<bool>>;
+    /// The inventories of these manifests (those that have one).
+    async fn get_inventories(&self, keys: &[ManifestKey]) -> Result<Vec<InventoryRecord>>;
+    /// The reports of these manifests (those that have one).
+    async fn get_reports(&self, keys: &[ManifestKey]) -> Result<Vec<ReportRecord>>;
     async fn get_report(&self, repo_uid: &str, digest: &str) -> Result<Option<ReportRecord>>;
     /// Every finding (open and resolved) of these manifests of one repo.
     async fn findings_of(&self, repo_uid: &str, digests: &[String]) -> Result<Vec<FindingRecord>>;
@@ -150,6 +190,9 @@ pub trait VulnStore: Send + Sync + 'static {
     /// Imported OSV records naming a package of one of these names, in
     /// groups within one of `scopes` (group uids).
     async fn feed_candidates(&self, names: &[String], scopes: &[String]) -> Result<Vec<FeedCandidate>>;
+    /// The bodies of these `(group, id)` feed records, as `(group, id,
+    /// body)`; missing ones are left out.
+    async fn feed_bodies(&self, keys: &[(String, String)]) -> Result<Vec<(String, String, String)>>;
     /// Advisories (not deleted) whose artifact or component is one of these
     /// names, in groups within one of `scopes`.
     async fn advisories_naming(

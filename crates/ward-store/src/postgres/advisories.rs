@@ -202,15 +202,16 @@ fn approval_flag(event_uid: &str, a: &ImportApproval) -> FlagRecord {
 
 /// Indexes a feed record's packages and aliases.
 async fn feed_index(c: &mut PgConnection, parent: &str, r: &FeedRecord) -> Result<()> {
-    for (ecosystem, name) in &r.packages {
+    for p in &r.packages {
         sqlx::query(
-            "INSERT INTO feed_record_packages (parent_uid, record_id, ecosystem, name) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT DO NOTHING",
+            "INSERT INTO feed_record_packages (parent_uid, record_id, ecosystem, name, affected) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
         )
         .bind(parent)
         .bind(&r.id)
-        .bind(ecosystem)
-        .bind(name)
+        .bind(&p.ecosystem)
+        .bind(&p.name)
+        .bind(&p.affected)
         .execute(&mut *c)
         .await
         .map_err(|e| db_err("index feed record", e))?;

@@ -12,8 +12,8 @@ use crate::advisories::AdvisoryRecord;
 use crate::db_err;
 use crate::sql::ADVISORY_COLUMNS;
 use crate::vulns::{
-    FeedCandidate, FindingRecord, InventoryRecord, JobEnd, JobRecord, ManifestKey, NAME_CHUNK, ReportRecord, VulnStore,
-    within_sql,
+    FeedCandidate, FindingRecord, InventoryRecord, JobEnd, JobRecord, ManifestKey, NAME_CHUNK, ReportRecord,
+    ReportStamp, ReportWrite, VulnStore, within_sql,
 };
 
 async fn manifest_exists(c: &mut PgConnection, repo: &str, digest: &str) -> Result<bool> {
@@ -181,25 +181,10 @@ impl VulnStore for PostgresStore {
     }
 
     async fn get_inventory(&self, repo_uid: &str, digest: &str) -> Result<Option<InventoryRecord>> {
-        let row: Option<(String, String, String, String, String, String, String, i64)> = sqlx::query_as(
-            "SELECT repo_uid, digest, status, error, source, sbom_digest, document, update_time \
-             FROM inventories WHERE repo_uid = $1 AND digest = $2",
-        )
-        .bind(repo_uid)
-        .bind(digest)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| db_err("get inventory", e))?;
-        Ok(row.map(|r| InventoryRecord {
-            repo_uid: r.0,
-            digest: r.1,
-            status: r.2,
-            error: r.3,
-            source: r.4,
-            sbom_digest: r.5,
-            document: r.6,
-            update_time: r.7,
-        }))
+        Ok(self
+            .get_inventories(&[(repo_uid.to_owned(), digest.to_owned())])
+            .await?
+            .pop())
     }
 
     async fn manifests_with_packages(
@@ -252,120 +237,106 @@ impl VulnStore for PostgresStore {
         .map_err(|e| db_err("manifests without inventory", e))
     }
 
-    async fn put_report(&self, r: &ReportRecord, findings: &[FindingRecord]) -> Result<()> {
-        let e = |e| db_err("put report", e);
+    async fn put_reports(&self, writes: &[ReportWrite]) -> Result<Vec<bool>> {
         let mut tx = self.begin().await?;
-        if !manifest_exists(&mut tx, &r.repo_uid, &r.digest).await? {
-            return Ok(());
-        }
-        sqlx::query(
-            "INSERT INTO vuln_reports (repo_uid, digest, report, data_time, create_time) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (repo_uid, digest) DO UPDATE SET report = excluded.report, data_time = excluded.data_time, \
-             create_time = excluded.create_time",
-        )
-        .bind(&r.repo_uid)
-        .bind(&r.digest)
-        .bind(&r.report)
-        .bind(r.data_time)
-        .bind(r.create_time)
-        .execute(&mut *tx)
-        .await
-        .map_err(e)?;
-        let stored: HashMap<String, Option<i64>> = sqlx::query_as::<_, (String, Option<i64>)>(
-            "SELECT vuln_id, resolved_at FROM vuln_findings WHERE repo_uid = $1 AND digest = $2 FOR UPDATE",
-        )
-        .bind(&r.repo_uid)
-        .bind(&r.digest)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(e)?
-        .into_iter()
-        .collect();
-        let now = r.create_time;
-        for f in findings {
-            let aliases = serde_json::to_string(&f.aliases).unwrap_or_else(|_| "[]".into());
-            if stored.contains_key(&f.vuln_id) {
-                sqlx::query(
-                    "UPDATE vuln_findings SET severity = $4, aliases = $5, resolved_at = NULL \
-                     WHERE repo_uid = $1 AND digest = $2 AND vuln_id = $3",
+        let mut out = Vec::with_capacity(writes.len());
+        for w in writes {
+            if let Some(t) = w.if_created {
+                let stored: Option<i64> = sqlx::query_scalar(
+                    "SELECT create_time FROM vuln_reports WHERE repo_uid = $1 AND digest = $2 FOR UPDATE",
                 )
-                .bind(&f.repo_uid)
-                .bind(&f.digest)
-                .bind(&f.vuln_id)
-                .bind(&f.severity)
-                .bind(&aliases)
-                .execute(&mut *tx)
+                .bind(&w.report.repo_uid)
+                .bind(&w.report.digest)
+                .fetch_optional(&mut *tx)
                 .await
-                .map_err(e)?;
-            } else {
-                sqlx::query(
-                    "INSERT INTO vuln_findings (repo_uid, digest, vuln_id, severity, aliases, first_seen) \
-                     VALUES ($1, $2, $3, $4, $5, $6)",
-                )
-                .bind(&f.repo_uid)
-                .bind(&f.digest)
-                .bind(&f.vuln_id)
-                .bind(&f.severity)
-                .bind(&aliases)
-                .bind(now)
-                .execute(&mut *tx)
-                .await
-                .map_err(e)?;
+                .map_err(|e| db_err("put reports", e))?;
+                if stored != Some(t) {
+                    out.push(false);
+                    continue;
+                }
             }
-            let ids: Vec<&str> = std::iter::once(&f.vuln_id)
-                .chain(&f.aliases)
-                .map(String::as_str)
-                .collect();
-            sqlx::query(
-                "INSERT INTO vuln_finding_ids (repo_uid, digest, vuln_id, id) \
-                 SELECT $1, $2, $3, i FROM UNNEST($4::text[]) AS t(i) ON CONFLICT DO NOTHING",
-            )
-            .bind(&f.repo_uid)
-            .bind(&f.digest)
-            .bind(&f.vuln_id)
-            .bind(&ids)
-            .execute(&mut *tx)
-            .await
-            .map_err(e)?;
+            put_report(&mut tx, &w.report, &w.findings).await?;
+            out.push(true);
         }
-        let current: HashSet<&str> = findings.iter().map(|f| f.vuln_id.as_str()).collect();
-        let gone: Vec<&str> = stored
-            .iter()
-            .filter(|(id, resolved)| resolved.is_none() && !current.contains(id.as_str()))
-            .map(|(id, _)| id.as_str())
-            .collect();
-        if !gone.is_empty() {
-            sqlx::query(
-                "UPDATE vuln_findings SET resolved_at = $4 WHERE repo_uid = $1 AND digest = $2 AND vuln_id = ANY($3)",
-            )
-            .bind(&r.repo_uid)
-            .bind(&r.digest)
-            .bind(&gone)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(e)?;
-        }
-        tx.commit().await.map_err(e)
+        tx.commit().await.map_err(|e| db_err("put reports", e))?;
+        Ok(out)
     }
 
-    async fn get_report(&self, repo_uid: &str, digest: &str) -> Result<Option<ReportRecord>> {
-        let row: Option<(String, String, String, i64, i64)> = sqlx::query_as(
-            "SELECT repo_uid, digest, report, data_time, create_time FROM vuln_reports \
-             WHERE repo_uid = $1 AND digest = $2",
+    async fn report_stamp(&self, repo_uid: &str, digest: &str) -> Result<Option<ReportStamp>> {
+        let row: Option<(String, String, String, Option<i64>)> = sqlx::query_as(
+            "SELECT i.status, i.error, i.source, r.create_time FROM inventories i \
+             LEFT JOIN vuln_reports r ON r.repo_uid = i.repo_uid AND r.digest = i.digest \
+             WHERE i.repo_uid = $1 AND i.digest = $2",
         )
         .bind(repo_uid)
         .bind(digest)
         .fetch_optional(&self.pool)
         .await
-        .map_err(|e| db_err("get report", e))?;
-        Ok(row.map(|r| ReportRecord {
-            repo_uid: r.0,
-            digest: r.1,
-            report: r.2,
-            data_time: r.3,
-            create_time: r.4,
+        .map_err(|e| db_err("report stamp", e))?;
+        Ok(row.map(|r| ReportStamp {
+            status: r.0,
+            error: r.1,
+            source: r.2,
+            report_time: r.3,
         }))
+    }
+
+    async fn get_inventories(&self, keys: &[ManifestKey]) -> Result<Vec<InventoryRecord>> {
+        let (repos, digests): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
+        let rows: Vec<(String, String, String, String, String, String, String, i64)> = sqlx::query_as(
+            "SELECT i.repo_uid, i.digest, i.status, i.error, i.source, i.sbom_digest, i.document, i.update_time \
+             FROM UNNEST($1::text[], $2::text[]) AS k(repo_uid, digest) \
+             JOIN inventories i ON i.repo_uid = k.repo_uid AND i.digest = k.digest",
+        )
+        .bind(repos)
+        .bind(digests)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("get inventories", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| InventoryRecord {
+                repo_uid: r.0,
+                digest: r.1,
+                status: r.2,
+                error: r.3,
+                source: r.4,
+                sbom_digest: r.5,
+                document: r.6,
+                update_time: r.7,
+            })
+            .collect())
+    }
+
+    async fn get_reports(&self, keys: &[ManifestKey]) -> Result<Vec<ReportRecord>> {
+        let (repos, digests): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
+        let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
+            "SELECT r.repo_uid, r.digest, r.report, r.data_time, r.create_time \
+             FROM UNNEST($1::text[], $2::text[]) AS k(repo_uid, digest) \
+             JOIN vuln_reports r ON r.repo_uid = k.repo_uid AND r.digest = k.digest",
+        )
+        .bind(repos)
+        .bind(digests)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("get reports", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| ReportRecord {
+                repo_uid: r.0,
+                digest: r.1,
+                report: r.2,
+                data_time: r.3,
+                create_time: r.4,
+            })
+            .collect())
+    }
+
+    async fn get_report(&self, repo_uid: &str, digest: &str) -> Result<Option<ReportRecord>> {
+        Ok(self
+            .get_reports(&[(repo_uid.to_owned(), digest.to_owned())])
+            .await?
+            .pop())
     }
 
     async fn findings_of(&self, repo_uid: &str, digests: &[String]) -> Result<Vec<FindingRecord>> {
@@ -437,12 +408,13 @@ impl VulnStore for PostgresStore {
 
     async fn feed_candidates(&self, names: &[String], scopes: &[String]) -> Result<Vec<FeedCandidate>> {
         let sql = format!(
-            "SELECT r.parent_uid, r.id, p.ecosystem, p.name, r.body, r.digest, r.withdrawn IS NOT NULL, \
+            "SELECT r.parent_uid, r.id, p.ecosystem, p.name, p.affected, r.digest, r.withdrawn IS NOT NULL, \
              r.update_time FROM feed_record_packages p JOIN feed_records r \
              ON r.parent_uid = p.parent_uid AND r.id = p.record_id WHERE p.name = ANY($1) AND {}",
             within_sql("p.parent_uid", scopes.len(), 2, true)
         );
-        let mut q = sqlx::query_as::<_, (String, String, String, String, String, String, bool, i64)>(&sql).bind(names);
+        let mut q =
+            sqlx::query_as::<_, (String, String, String, String, Option<String>, String, bool, i64)>(&sql).bind(names);
         for s in scopes {
             q = q.bind(s);
         }
@@ -457,12 +429,25 @@ impl VulnStore for PostgresStore {
                 id: r.1,
                 ecosystem: r.2,
                 name: r.3,
-                body: r.4,
+                affected: r.4,
                 digest: r.5,
                 withdrawn: r.6,
                 update_time: r.7,
             })
             .collect())
+    }
+
+    async fn feed_bodies(&self, keys: &[(String, String)]) -> Result<Vec<(String, String, String)>> {
+        let (parents, ids): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
+        sqlx::query_as(
+            "SELECT r.parent_uid, r.id, r.body FROM UNNEST($1::text[], $2::text[]) AS k(parent_uid, id) \
+             JOIN feed_records r ON r.parent_uid = k.parent_uid AND r.id = k.id",
+        )
+        .bind(parents)
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("feed bodies", e))
     }
 
     async fn advisories_naming(&self, names: &[String], scopes: &[String]) -> Result<Vec<AdvisoryRecord>> {
@@ -491,4 +476,109 @@ impl VulnStore for PostgresStore {
         .await
         .map_err(|e| db_err("ids aliased", e))
     }
+}
+
+/// Replaces one manifest's report and brings its findings up to date,
+/// writing only the findings that changed.
+async fn put_report(tx: &mut PgConnection, r: &ReportRecord, findings: &[FindingRecord]) -> Result<()> {
+    let e = |e| db_err("put report", e);
+    if !manifest_exists(&mut *tx, &r.repo_uid, &r.digest).await? {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO vuln_reports (repo_uid, digest, report, data_time, create_time) VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (repo_uid, digest) DO UPDATE SET report = excluded.report, data_time = excluded.data_time, \
+         create_time = excluded.create_time",
+    )
+    .bind(&r.repo_uid)
+    .bind(&r.digest)
+    .bind(&r.report)
+    .bind(r.data_time)
+    .bind(r.create_time)
+    .execute(&mut *tx)
+    .await
+    .map_err(e)?;
+    // vuln_id → (severity, aliases, resolved_at)
+    let stored: HashMap<String, (String, String, Option<i64>)> = sqlx::query_as::<_, (String, String, String, Option<i64>)>(
+        "SELECT vuln_id, severity, aliases, resolved_at FROM vuln_findings WHERE repo_uid = $1 AND digest = $2 FOR UPDATE",
+    )
+    .bind(&r.repo_uid)
+    .bind(&r.digest)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(e)?
+        .into_iter()
+    .map(|(id, severity, aliases, resolved)| (id, (severity, aliases, resolved)))
+    .collect();
+    let now = r.create_time;
+    for f in findings {
+        let aliases = serde_json::to_string(&f.aliases).unwrap_or_else(|_| "[]".into());
+        let known = match stored.get(&f.vuln_id) {
+            Some((severity, a, None)) if *severity == f.severity && *a == aliases => continue,
+            Some(_) => true,
+            None => false,
+        };
+        if known {
+            sqlx::query(
+                "UPDATE vuln_findings SET severity = $4, aliases = $5, resolved_at = NULL \
+                 WHERE repo_uid = $1 AND digest = $2 AND vuln_id = $3",
+            )
+            .bind(&f.repo_uid)
+            .bind(&f.digest)
+            .bind(&f.vuln_id)
+            .bind(&f.severity)
+            .bind(&aliases)
+            .execute(&mut *tx)
+            .await
+            .map_err(e)?;
+        } else {
+            sqlx::query(
+                "INSERT INTO vuln_findings (repo_uid, digest, vuln_id, severity, aliases, first_seen) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(&f.repo_uid)
+            .bind(&f.digest)
+            .bind(&f.vuln_id)
+            .bind(&f.severity)
+            .bind(&aliases)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(e)?;
+        }
+        let ids: Vec<&str> = std::iter::once(&f.vuln_id)
+            .chain(&f.aliases)
+            .map(String::as_str)
+            .collect();
+        sqlx::query(
+            "INSERT INTO vuln_finding_ids (repo_uid, digest, vuln_id, id) \
+             SELECT $1, $2, $3, i FROM UNNEST($4::text[]) AS t(i) ON CONFLICT DO NOTHING",
+        )
+        .bind(&f.repo_uid)
+        .bind(&f.digest)
+        .bind(&f.vuln_id)
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await
+        .map_err(e)?;
+    }
+    let current: HashSet<&str> = findings.iter().map(|f| f.vuln_id.as_str()).collect();
+    let gone: Vec<&str> = stored
+        .iter()
+        .filter(|(id, (_, _, resolved))| resolved.is_none() && !current.contains(id.as_str()))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    if !gone.is_empty() {
+        sqlx::query(
+            "UPDATE vuln_findings SET resolved_at = $4 WHERE repo_uid = $1 AND digest = $2 AND vuln_id = ANY($3)",
+        )
+        .bind(&r.repo_uid)
+        .bind(&r.digest)
+        .bind(&gone)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(e)?;
+    }
+    Ok(())
 }

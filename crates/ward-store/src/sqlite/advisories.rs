@@ -650,10 +650,11 @@ impl AdvisoryStore for SqliteStore {
 /// Indexes a feed record's packages and aliases.
 fn feed_index(c: &Connection, parent: &str, r: &FeedRecord) -> rusqlite::Result<()> {
     let mut st = c.prepare_cached(
-        "INSERT OR IGNORE INTO feed_record_packages (parent_uid, record_id, ecosystem, name) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT OR IGNORE INTO feed_record_packages (parent_uid, record_id, ecosystem, name, affected) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
-    for (ecosystem, name) in &r.packages {
-        st.execute(params![parent, r.id, ecosystem, name])?;
+    for p in &r.packages {
+        st.execute(params![parent, r.id, p.ecosystem, p.name, p.affected])?;
     }
     let mut st = c.prepare_cached(
         "INSERT OR IGNORE INTO feed_record_aliases (parent_uid, record_id, alias) VALUES (?1, ?2, ?3)",

@@ -12,8 +12,8 @@ use super::advisories::advisory_from_row;
 use crate::advisories::AdvisoryRecord;
 use crate::sql::ADVISORY_COLUMNS;
 use crate::vulns::{
-    FeedCandidate, FindingRecord, InventoryRecord, JobEnd, JobRecord, ManifestKey, NAME_CHUNK, ReportRecord, VulnStore,
-    within_sql,
+    FeedCandidate, FindingRecord, InventoryRecord, JobEnd, JobRecord, ManifestKey, NAME_CHUNK, ReportRecord,
+    ReportStamp, ReportWrite, VulnStore, within_sql,
 };
 
 fn manifest_exists(c: &Connection, repo: &str, digest: &str) -> rusqlite::Result<bool> {
@@ -21,6 +21,36 @@ fn manifest_exists(c: &Connection, repo: &str, digest: &str) -> rusqlite::Result
         .query_row([repo, digest], |_| Ok(()))
         .optional()
         .map(|r| r.is_some())
+}
+
+const INVENTORY_SELECT: &str =
+    "SELECT repo_uid, digest, status, error, source, sbom_digest, document, update_time FROM inventories";
+const STAMP_SELECT: &str = "SELECT i.status, i.error, i.source, r.create_time FROM inventories i \
+     LEFT JOIN vuln_reports r ON r.repo_uid = i.repo_uid AND r.digest = i.digest \
+     WHERE i.repo_uid = ?1 AND i.digest = ?2";
+const REPORT_SELECT: &str = "SELECT repo_uid, digest, report, data_time, create_time FROM vuln_reports";
+
+fn inventory_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<InventoryRecord> {
+    Ok(InventoryRecord {
+        repo_uid: r.get(0)?,
+        digest: r.get(1)?,
+        status: r.get(2)?,
+        error: r.get(3)?,
+        source: r.get(4)?,
+        sbom_digest: r.get(5)?,
+        document: r.get(6)?,
+        update_time: r.get(7)?,
+    })
+}
+
+fn report_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ReportRecord> {
+    Ok(ReportRecord {
+        repo_uid: r.get(0)?,
+        digest: r.get(1)?,
+        report: r.get(2)?,
+        data_time: r.get(3)?,
+        create_time: r.get(4)?,
+    })
 }
 
 fn placeholders(n: usize, from: usize) -> String {
@@ -47,6 +77,61 @@ fn insert_ids(c: &Connection, f: &FindingRecord) -> rusqlite::Result<()> {
     )?;
     for id in std::iter::once(&f.vuln_id).chain(&f.aliases) {
         st.execute(params![f.repo_uid, f.digest, f.vuln_id, id])?;
+    }
+    Ok(())
+}
+
+/// Replaces one manifest's report and brings its findings up to date,
+/// writing only the findings that changed.
+fn put_report(c: &Connection, r: &ReportRecord, findings: &[FindingRecord]) -> rusqlite::Result<()> {
+    if !manifest_exists(c, &r.repo_uid, &r.digest)? {
+        return Ok(());
+    }
+    c.prepare_cached(
+        "INSERT INTO vuln_reports (repo_uid, digest, report, data_time, create_time) \
+         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (repo_uid, digest) DO UPDATE SET \
+         report = excluded.report, data_time = excluded.data_time, create_time = excluded.create_time",
+    )?
+    .execute(params![r.repo_uid, r.digest, r.report, r.data_time, r.create_time])?;
+    // vuln_id → (severity, aliases, resolved_at)
+    let stored: HashMap<String, (String, String, Option<i64>)> = c
+        .prepare_cached(
+            "SELECT vuln_id, severity, aliases, resolved_at FROM vuln_findings WHERE repo_uid = ?1 AND digest = ?2",
+        )?
+        .query_map([&r.repo_uid, &r.digest], |row| {
+            Ok((row.get(0)?, (row.get(1)?, row.get(2)?, row.get(3)?)))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let now = r.create_time;
+    for f in findings {
+        let aliases = serde_json::to_string(&f.aliases).unwrap_or_else(|_| "[]".into());
+        match stored.get(&f.vuln_id) {
+            Some((severity, a, None)) if *severity == f.severity && *a == aliases => continue,
+            Some(_) => {
+                c.prepare_cached(
+                    "UPDATE vuln_findings SET severity = ?4, aliases = ?5, resolved_at = NULL \
+                     WHERE repo_uid = ?1 AND digest = ?2 AND vuln_id = ?3",
+                )?
+                .execute(params![f.repo_uid, f.digest, f.vuln_id, f.severity, aliases])?;
+            }
+            None => {
+                c.prepare_cached(
+                    "INSERT INTO vuln_findings (repo_uid, digest, vuln_id, severity, aliases, first_seen) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?
+                .execute(params![f.repo_uid, f.digest, f.vuln_id, f.severity, aliases, now])?;
+            }
+        }
+        insert_ids(c, f)?;
+    }
+    let current: std::collections::HashSet<&str> = findings.iter().map(|f| f.vuln_id.as_str()).collect();
+    let mut resolve = c.prepare_cached(
+        "UPDATE vuln_findings SET resolved_at = ?4 WHERE repo_uid = ?1 AND digest = ?2 AND vuln_id = ?3",
+    )?;
+    for (id, (_, _, resolved)) in &stored {
+        if resolved.is_none() && !current.contains(id.as_str()) {
+            resolve.execute(params![r.repo_uid, r.digest, id, now])?;
+        }
     }
     Ok(())
 }
@@ -198,19 +283,51 @@ impl VulnStore for SqliteStore {
                 "SELECT repo_uid, digest, status, error, source, sbom_digest, document, update_time \
                  FROM inventories WHERE repo_uid = ?1 AND digest = ?2",
             )?
-            .query_row([repo, digest], |r| {
-                Ok(InventoryRecord {
-                    repo_uid: r.get(0)?,
-                    digest: r.get(1)?,
-                    status: r.get(2)?,
-                    error: r.get(3)?,
-                    source: r.get(4)?,
-                    sbom_digest: r.get(5)?,
-                    document: r.get(6)?,
-                    update_time: r.get(7)?,
-                })
-            })
+            .query_row([repo, digest], inventory_from_row)
             .optional()
+        })
+        .await
+    }
+
+    async fn report_stamp(&self, repo_uid: &str, digest: &str) -> Result<Option<ReportStamp>> {
+        let (repo, digest) = (repo_uid.to_owned(), digest.to_owned());
+        self.read("report stamp", move |c| {
+            c.prepare_cached(STAMP_SELECT)?
+                .query_row([repo, digest], |r| {
+                    Ok(ReportStamp {
+                        status: r.get(0)?,
+                        error: r.get(1)?,
+                        source: r.get(2)?,
+                        report_time: r.get(3)?,
+                    })
+                })
+                .optional()
+        })
+        .await
+    }
+
+    async fn get_inventories(&self, keys: &[ManifestKey]) -> Result<Vec<InventoryRecord>> {
+        let keys = keys.to_vec();
+        self.read("get inventories", move |c| {
+            let mut st = c.prepare_cached(&format!("{INVENTORY_SELECT} WHERE repo_uid = ?1 AND digest = ?2"))?;
+            let mut out = Vec::with_capacity(keys.len());
+            for (repo, digest) in &keys {
+                out.extend(st.query_row([repo, digest], inventory_from_row).optional()?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn get_reports(&self, keys: &[ManifestKey]) -> Result<Vec<ReportRecord>> {
+        let keys = keys.to_vec();
+        self.read("get reports", move |c| {
+            let mut st = c.prepare_cached(&format!("{REPORT_SELECT} WHERE repo_uid = ?1 AND digest = ?2"))?;
+            let mut out = Vec::with_capacity(keys.len());
+            for (repo, digest) in &keys {
+                out.extend(st.query_row([repo, digest], report_from_row).optional()?);
+            }
+            Ok(out)
         })
         .await
     }
@@ -282,50 +399,25 @@ impl VulnStore for SqliteStore {
         .await
     }
 
-    async fn put_report(&self, r: &ReportRecord, findings: &[FindingRecord]) -> Result<()> {
-        let (r, findings) = (r.clone(), findings.to_vec());
-        self.write("put report", move |c| {
-            if !manifest_exists(c, &r.repo_uid, &r.digest)? {
-                return Ok(());
-            }
-            c.execute(
-                "INSERT INTO vuln_reports (repo_uid, digest, report, data_time, create_time) \
-                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (repo_uid, digest) DO UPDATE SET \
-                 report = excluded.report, data_time = excluded.data_time, create_time = excluded.create_time",
-                params![r.repo_uid, r.digest, r.report, r.data_time, r.create_time],
-            )?;
-            let stored: HashMap<String, Option<i64>> = c
-                .prepare_cached("SELECT vuln_id, resolved_at FROM vuln_findings WHERE repo_uid = ?1 AND digest = ?2")?
-                .query_map([&r.repo_uid, &r.digest], |row| Ok((row.get(0)?, row.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?;
-            let now = r.create_time;
-            for f in &findings {
-                let aliases = serde_json::to_string(&f.aliases).unwrap_or_else(|_| "[]".into());
-                if stored.contains_key(&f.vuln_id) {
-                    c.prepare_cached(
-                        "UPDATE vuln_findings SET severity = ?4, aliases = ?5, resolved_at = NULL \
-                         WHERE repo_uid = ?1 AND digest = ?2 AND vuln_id = ?3",
-                    )?
-                    .execute(params![f.repo_uid, f.digest, f.vuln_id, f.severity, aliases])?;
-                } else {
-                    c.prepare_cached(
-                        "INSERT INTO vuln_findings (repo_uid, digest, vuln_id, severity, aliases, first_seen) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    )?
-                    .execute(params![f.repo_uid, f.digest, f.vuln_id, f.severity, aliases, now])?;
+    async fn put_reports(&self, writes: &[ReportWrite]) -> Result<Vec<bool>> {
+        let writes = writes.to_vec();
+        self.write("put reports", move |c| {
+            let mut out = Vec::with_capacity(writes.len());
+            for w in &writes {
+                if let Some(t) = w.if_created {
+                    let stored: Option<i64> = c
+                        .prepare_cached("SELECT create_time FROM vuln_reports WHERE repo_uid = ?1 AND digest = ?2")?
+                        .query_row([&w.report.repo_uid, &w.report.digest], |r| r.get(0))
+                        .optional()?;
+                    if stored != Some(t) {
+                        out.push(false);
+                        continue;
+                    }
                 }
-                insert_ids(c, f)?;
+                put_report(c, &w.report, &w.findings)?;
+                out.push(true);
             }
-            let current: std::collections::HashSet<&str> = findings.iter().map(|f| f.vuln_id.as_str()).collect();
-            let mut resolve = c.prepare_cached(
-                "UPDATE vuln_findings SET resolved_at = ?4 WHERE repo_uid = ?1 AND digest = ?2 AND vuln_id = ?3",
-            )?;
-            for (id, resolved) in &stored {
-                if resolved.is_none() && !current.contains(id.as_str()) {
-                    resolve.execute(params![r.repo_uid, r.digest, id, now])?;
-                }
-            }
-            Ok(())
+            Ok(out)
         })
         .await
     }
@@ -337,15 +429,7 @@ impl VulnStore for SqliteStore {
                 "SELECT repo_uid, digest, report, data_time, create_time FROM vuln_reports \
                  WHERE repo_uid = ?1 AND digest = ?2",
             )?
-            .query_row([repo, digest], |r| {
-                Ok(ReportRecord {
-                    repo_uid: r.get(0)?,
-                    digest: r.get(1)?,
-                    report: r.get(2)?,
-                    data_time: r.get(3)?,
-                    create_time: r.get(4)?,
-                })
-            })
+            .query_row([repo, digest], report_from_row)
             .optional()
         })
         .await
@@ -439,7 +523,7 @@ impl VulnStore for SqliteStore {
             let mut out = Vec::new();
             for chunk in names.chunks(NAME_CHUNK) {
                 let sql = format!(
-                    "SELECT r.parent_uid, r.id, p.ecosystem, p.name, r.body, r.digest, r.withdrawn IS NOT NULL, \
+                    "SELECT r.parent_uid, r.id, p.ecosystem, p.name, p.affected, r.digest, r.withdrawn IS NOT NULL, \
                      r.update_time FROM feed_record_packages p JOIN feed_records r \
                      ON r.parent_uid = p.parent_uid AND r.id = p.record_id WHERE p.name IN ({}) AND {}",
                     placeholders(chunk.len(), 1),
@@ -454,7 +538,7 @@ impl VulnStore for SqliteStore {
                             id: r.get(1)?,
                             ecosystem: r.get(2)?,
                             name: r.get(3)?,
-                            body: r.get(4)?,
+                            affected: r.get(4)?,
                             digest: r.get(5)?,
                             withdrawn: r.get(6)?,
                             update_time: r.get(7)?,
@@ -462,6 +546,21 @@ impl VulnStore for SqliteStore {
                     })?
                     .collect::<rusqlite::Result<Vec<_>>>()?;
                 out.extend(rows);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn feed_bodies(&self, keys: &[(String, String)]) -> Result<Vec<(String, String, String)>> {
+        let keys = keys.to_vec();
+        self.read("feed bodies", move |c| {
+            let mut st = c.prepare_cached("SELECT body FROM feed_records WHERE parent_uid = ?1 AND id = ?2")?;
+            let mut out = Vec::with_capacity(keys.len());
+            for (parent, id) in keys {
+                if let Some(body) = st.query_row([&parent, &id], |r| r.get(0)).optional()? {
+                    out.push((parent, id, body));
+                }
             }
             Ok(out)
         })

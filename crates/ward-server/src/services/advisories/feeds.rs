@@ -16,7 +16,7 @@ use ward_core::{Error, Result};
 use ward_proto::vulnerabilities::v1::{
     AdvisoryFlag, AdvisoryFlags, GetAdvisoryFlagsRequest, ImportOsvRequest, ImportResponse, import_result::Outcome,
 };
-use ward_store::advisories::{ADVISORY_TYPE, FeedOutcome, FeedRecord};
+use ward_store::advisories::{ADVISORY_TYPE, FeedOutcome, FeedPackage, FeedRecord};
 
 use super::import::{count, result};
 use crate::authz::Caller;
@@ -135,7 +135,7 @@ pub fn parse_record(parent_uid: &str, body: String, now_ms: i64) -> std::result:
             }
         }
     }
-    let mut packages: Vec<(String, String)> = Vec::new();
+    let mut packages: Vec<(String, String, Vec<Value>)> = Vec::new();
     if let Some(list) = o.get("affected").filter(|a| !a.is_null()) {
         let list = list
             .as_array()
@@ -153,9 +153,16 @@ pub fn parse_record(parent_uid: &str, body: String, now_ms: i64) -> std::result:
             )
             .map_err(fail)?;
             let name = bounded_str(p.get("name").unwrap_or(&Value::Null), "affected[].package.name").map_err(fail)?;
-            let key = (ecosystem.to_owned(), name.to_owned());
-            if !packages.contains(&key) {
-                packages.push(key);
+            // Only what decides whether the record applies to a version.
+            let mut entry = serde_json::Map::new();
+            for k in ["ranges", "versions"] {
+                if let Some(x) = a.get(k).filter(|x| !x.is_null()) {
+                    entry.insert(k.to_owned(), x.clone());
+                }
+            }
+            match packages.iter_mut().find(|(e, n, _)| e == ecosystem && n == name) {
+                Some((_, _, entries)) => entries.push(Value::Object(entry)),
+                None => packages.push((ecosystem.to_owned(), name.to_owned(), vec![Value::Object(entry)])),
             }
         }
     }
@@ -169,7 +176,14 @@ pub fn parse_record(parent_uid: &str, body: String, now_ms: i64) -> std::result:
         modified,
         withdrawn,
         aliases,
-        packages,
+        packages: packages
+            .into_iter()
+            .map(|(ecosystem, name, entries)| FeedPackage {
+                ecosystem,
+                name,
+                affected: Value::Array(entries).to_string(),
+            })
+            .collect(),
         body,
         digest,
     })
@@ -249,7 +263,7 @@ impl Ward {
                     .iter()
                     .zip(&records)
                     .filter(|(o, _)| **o != FeedOutcome::Unchanged)
-                    .flat_map(|(_, r)| r.packages.iter().map(|(_, n)| n.clone()))
+                    .flat_map(|(_, r)| r.packages.iter().map(|p| p.name.clone()))
                     .collect(),
             )
             .await;
@@ -337,7 +351,16 @@ mod tests {
         assert_eq!(r.id, "PYSEC-2021-19");
         assert_eq!(r.body, body, "kept byte for byte");
         assert_eq!(r.aliases, ["CVE-2021-1", "GHSA-x"]);
-        assert_eq!(r.packages, [("PyPI".to_owned(), "Pillow".to_owned())]);
+        assert_eq!(
+            r.packages,
+            [FeedPackage {
+                ecosystem: "PyPI".into(),
+                name: "Pillow".into(),
+                affected: r#"[{"ranges":[{"events":[{"introduced":"0"},{"fixed":"8.1.1"}],"type":"ECOSYSTEM"}]},{}]"#
+                    .into(),
+            }],
+            "both entries' ranges, nothing else"
+        );
         assert_eq!(r.modified, 1_614_600_000_000);
         assert_eq!(r.withdrawn, None);
 

@@ -5,6 +5,8 @@
 //! being read is UNAVAILABLE (retry), one whose inventory failed is
 //! FAILED_PRECONDITION with the reason.
 
+use std::sync::Arc;
+
 use base64::Engine as _;
 use serde_json::Value;
 use ward_core::registry::Digest;
@@ -32,6 +34,25 @@ const MAX_TAGS: u32 = 20;
 
 /// Inventory status errors.
 pub const INVENTORY_ERROR: &str = "INVENTORY_ERROR";
+
+/// Refuses an inventory that is not a readable image's.
+fn inventory_ready(status: &str, source: &str, error: &str, digest: &str) -> Result<()> {
+    if status != "ready" {
+        return Err(Error::precondition(
+            INVENTORY_ERROR,
+            digest,
+            format!("the image's packages could not be read: {error}"),
+        ));
+    }
+    if source == "none" {
+        return Err(Error::precondition(
+            INVENTORY_ERROR,
+            digest,
+            "the manifest is not an image (an artifact, signature or SBOM): it has no packages",
+        ));
+    }
+    Ok(())
+}
 
 fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
@@ -183,20 +204,7 @@ impl Ward {
             .get_inventory(repo, digest)
             .await?
             .ok_or_else(|| pending(digest))?;
-        if inv.status != "ready" {
-            return Err(Error::precondition(
-                INVENTORY_ERROR,
-                digest,
-                format!("the image's packages could not be read: {}", inv.error),
-            ));
-        }
-        if inv.source == "none" {
-            return Err(Error::precondition(
-                INVENTORY_ERROR,
-                digest,
-                "the manifest is not an image (an artifact, signature or SBOM): it has no packages",
-            ));
-        }
+        inventory_ready(&inv.status, &inv.source, &inv.error, digest)?;
         let stored = serde_json::from_str(&inv.document).map_err(Error::internal)?;
         Ok((inv, stored))
     }
@@ -245,13 +253,26 @@ impl Ward {
         Ok(format!("{name}/{}", repo.name))
     }
 
+    /// The report as built for its current version: checked against the
+    /// inventory's state and the report's time (one small read), built once
+    /// per version and then served from memory.
     pub async fn get_vuln_report(&self, caller: &Caller, req: v1::VulnReportRequest) -> Result<tenant::VulnReport> {
         let (repo, digest) = self
             .image(caller, &rpc::GET_VULN_REPORT, &req.repo_id, &req.digest)
             .await?;
+        let stamp = self
+            .store
+            .report_stamp(&repo.uid, &digest)
+            .await?
+            .ok_or_else(|| pending(&digest))?;
+        inventory_ready(&stamp.status, &stamp.source, &stamp.error, &digest)?;
+        let created = stamp.report_time.ok_or_else(|| pending(&digest))?;
+        let key = format!("{}|{digest}|{created}", repo.uid);
+        if let Some(report) = self.vulns.served.get(&key) {
+            return Ok((*report).clone());
+        }
         let (r, eval) = self.ready_report(&repo.uid, &digest).await?;
-        let vex = self.image_vex(&repo, &digest, &r, &eval).await?;
-        Ok(tenant::VulnReport {
+        let report = Arc::new(tenant::VulnReport {
             id: format!("{}/{digest}", repo.uid),
             vulnerability_db_last_build_time: (r.data_time > 0).then(|| Timestamp::from_millis(r.data_time)),
             vulnerability_matches: eval.matches.iter().map(tenant_match).collect(),
@@ -260,9 +281,16 @@ impl Ward {
                 version: env!("CARGO_PKG_VERSION").into(),
             }),
             report_generation: Some(Timestamp::from_millis(r.create_time)),
-            raw_vuln_report: vex.into_bytes(),
-            last_seen: Some(Timestamp::from_millis(self.clock.now_millis())),
-        })
+            // The OpenVEX document is GetRawVulnReport's: repeating it here
+            // would more than double every response.
+            raw_vuln_report: Vec::new(),
+            // When Ward last evaluated the image.
+            last_seen: Some(Timestamp::from_millis(r.create_time)),
+        });
+        self.vulns
+            .served
+            .insert(format!("{}|{digest}|{}", repo.uid, r.create_time), report.clone());
+        Ok((*report).clone())
     }
 
     /// The SBOM document as pushed, if the inventory came from one.

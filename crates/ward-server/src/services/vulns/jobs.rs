@@ -108,22 +108,18 @@ async fn run(ward: &Arc<Ward>, job: &JobRecord) -> Result<()> {
     }
 }
 
-/// Queues a report for every manifest holding a package of this name, in
-/// repos within `scope` (an organization; None: every one, for a change to
-/// a public advisory group).
-async fn reevaluate(ward: &Ward, scope: Option<&str>, name: &str) -> Result<()> {
-    let names = [name.to_owned()];
+/// Re-evaluates every manifest holding a package of this name (in any of
+/// its spellings), in repos within `scope` (an organization; None: every
+/// one, for a change to a public advisory group).
+async fn reevaluate(ward: &Arc<Ward>, scope: Option<&str>, name: &str) -> Result<()> {
+    let names = super::matching::name_variants(name);
     let mut after = None;
     loop {
         let page = ward
             .store
             .manifests_with_packages(&names, scope, after.as_ref(), PAGE)
             .await?;
-        let jobs: Vec<(String, String)> = page
-            .iter()
-            .map(|(r, d)| (REPORT.to_owned(), super::key(r, d)))
-            .collect();
-        ward.enqueue(jobs).await;
+        ward.reevaluate_manifests(&names, &page).await?;
         if page.len() < PAGE as usize {
             return Ok(());
         }

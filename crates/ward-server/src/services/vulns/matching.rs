@@ -11,7 +11,7 @@
 //! an advisory with only pending events shows as under investigation and
 //! decides nothing.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -69,9 +69,9 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 }
 
 impl Record {
-    /// Parses a stored record (imports checked it is an OSV object).
-    pub fn parse(c: &FeedCandidate) -> Option<Record> {
-        let v: Value = serde_json::from_str(&c.body).ok()?;
+    /// Parses a stored record's body (imports checked it is an OSV object).
+    pub fn parse(c: &FeedCandidate, body: &str) -> Option<Record> {
+        let v: Value = serde_json::from_str(body).ok()?;
         let mut cvss = Vec::new();
         let mut severity = Severity::Unknown;
         for s in v.get("severity").and_then(Value::as_array).into_iter().flatten() {
@@ -306,6 +306,27 @@ pub struct Evaluation {
     pub unorderable: Vec<String>,
 }
 
+impl Evaluation {
+    /// Replaces what this evaluation says about the packages `purls` with
+    /// `sub`, an evaluation of just those packages against current data.
+    /// Each package is judged on its own, so the result is what evaluating
+    /// every package again would give.
+    pub fn replace_packages(&mut self, purls: &HashSet<&str>, sub: &Evaluation) {
+        self.matches.retain(|m| !purls.contains(m.package.purl.as_str()));
+        self.matches.extend(sub.matches.iter().cloned());
+        self.matches
+            .sort_by(|a, b| (&a.id, &a.package.purl).cmp(&(&b.id, &b.package.purl)));
+        self.statements.retain(|s| !purls.contains(s.purl.as_str()));
+        self.statements.extend(sub.statements.iter().cloned());
+        self.statements.sort_by(|a, b| (&a.id, &a.purl).cmp(&(&b.id, &b.purl)));
+        self.unorderable.retain(|p| !purls.contains(p.as_str()));
+        self.unorderable.extend(sub.unorderable.iter().cloned());
+        self.unorderable.sort();
+        self.unorderable.dedup();
+        self.data_time = self.data_time.max(sub.data_time);
+    }
+}
+
 /// Whether an OSV ecosystem is the package's: the same ordering, and for
 /// distribution packages the same distribution (the purl namespace) and,
 /// when both name one, the same release (`Debian:12` and the purl's
@@ -395,6 +416,68 @@ fn primary(ids: &BTreeSet<String>, hits: &[&Hit<'_>]) -> String {
         return r.id.clone();
     }
     ids.iter().next().cloned().unwrap_or_default()
+}
+
+/// The candidates (rows of records naming a package of the inventory) that
+/// may apply to one of `packages`: a range or version list holds its
+/// version, or its version cannot be ordered, or the row kept no ranges
+/// (then only the body tells). A superset of the records [`evaluate`]
+/// finds affecting, decided from the index's few bytes per row, so a
+/// report parses only those records.
+pub fn applicable<'c>(packages: &[Package], candidates: &'c [FeedCandidate]) -> Vec<&'c FeedCandidate> {
+    #[derive(Deserialize)]
+    struct Entry {
+        #[serde(default)]
+        ranges: Value,
+        #[serde(default)]
+        versions: Vec<Value>,
+    }
+    let mut by_name: HashMap<String, Vec<(usize, Ecosystem, Vec<String>)>> = HashMap::new();
+    for (i, p) in packages.iter().enumerate() {
+        let Some(eco) = Ecosystem::from_purl_type(&p.purl_type) else {
+            continue;
+        };
+        let names = lookup_names(p);
+        for n in &names {
+            by_name.entry(n.clone()).or_default().push((i, eco, names.clone()));
+        }
+    }
+    let mut keep: Vec<&FeedCandidate> = Vec::new();
+    for c in candidates.iter().filter(|c| !c.withdrawn) {
+        let entries: Option<Vec<Entry>> = c.affected.as_deref().and_then(|a| serde_json::from_str(a).ok());
+        let Some(entries) = entries else {
+            keep.push(c);
+            continue;
+        };
+        let parsed: Vec<(Vec<Range>, Vec<String>)> = entries
+            .into_iter()
+            .map(|e| {
+                let versions = e.versions.iter().filter_map(Value::as_str).map(str::to_owned).collect();
+                (osv_range::parse_ranges(&e.ranges), versions)
+            })
+            .collect();
+        let low = c.name.to_ascii_lowercase();
+        let mut hits = by_name.get(&c.name).into_iter().flatten();
+        let mut low_hits = (low != c.name)
+            .then(|| by_name.get(&low))
+            .flatten()
+            .into_iter()
+            .flatten();
+        let may = hits.by_ref().chain(low_hits.by_ref()).any(|(i, eco, names)| {
+            let p = &packages[*i];
+            same_name(&c.name, names, p)
+                && ecosystem_fits(&c.ecosystem, *eco, p)
+                && parsed
+                    .iter()
+                    .any(|(r, v)| osv_range::is_affected(*eco, &p.version, r, v) != Some(false))
+        });
+        if may {
+            keep.push(c);
+        }
+    }
+    keep.sort_by(|a, b| (&a.parent_uid, &a.id).cmp(&(&b.parent_uid, &b.id)));
+    keep.dedup_by(|a, b| a.parent_uid == b.parent_uid && a.id == b.id);
+    keep
 }
 
 /// Evaluates packages against records and decisions (already limited to
@@ -666,16 +749,19 @@ mod tests {
             "severity": [{"type": "CVSS_V3", "score": "CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H"}],
         });
         Arc::new(
-            Record::parse(&FeedCandidate {
-                parent_uid: "g".into(),
-                id: id.into(),
-                ecosystem: eco.into(),
-                name: name.into(),
-                body: body.to_string(),
-                digest: "d".into(),
-                withdrawn: false,
-                update_time: 7,
-            })
+            Record::parse(
+                &FeedCandidate {
+                    parent_uid: "g".into(),
+                    id: id.into(),
+                    ecosystem: eco.into(),
+                    name: name.into(),
+                    affected: None,
+                    digest: "d".into(),
+                    withdrawn: false,
+                    update_time: 7,
+                },
+                &body.to_string(),
+            )
             .unwrap(),
         )
     }
@@ -806,5 +892,96 @@ mod tests {
         let e = evaluate(&p, &recs, &[]);
         assert!(e.matches.is_empty());
         assert_eq!(e.unorderable, ["pkg:pypi/requests@not.a.version!"]);
+    }
+
+    /// Random packages and records: the prefilter keeps every record the
+    /// evaluation finds affecting (so the report is the same from the kept
+    /// records alone), and re-evaluating one name's packages merged into an
+    /// older report equals evaluating everything again.
+    #[test]
+    fn prefilter_and_merge_agree_with_a_whole_evaluation() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let names = ["alpha", "Beta_Pkg", "gamma"];
+        for round in 0..300 {
+            let packages: Vec<Package> = (0..rng.gen_range(1..5))
+                .map(|i| {
+                    let n = names[rng.gen_range(0..names.len())];
+                    let v = format!("{}.{}", rng.gen_range(0..4), rng.gen_range(0..4));
+                    pkg(&format!("pkg:pypi/{}@{v}?i={i}", n.to_ascii_lowercase()), None, n, &v)
+                })
+                .collect();
+            let mut bodies = Vec::new();
+            for r in 0..rng.gen_range(0..8) {
+                let n = names[rng.gen_range(0..names.len())];
+                let spelled = if rng.gen_bool(0.3) {
+                    n.to_ascii_lowercase()
+                } else {
+                    n.to_owned()
+                };
+                let a = format!("{}.{}", rng.gen_range(0..4), rng.gen_range(0..4));
+                let b = format!("{}.{}", rng.gen_range(0..4), rng.gen_range(0..4));
+                let affected = match rng.gen_range(0..3) {
+                    0 => serde_json::json!({"package": {"ecosystem": "PyPI", "name": spelled},
+                        "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": a}, {"fixed": b}]}]}),
+                    1 => serde_json::json!({"package": {"ecosystem": "PyPI", "name": spelled}, "versions": [a, b]}),
+                    _ => serde_json::json!({"package": {"ecosystem": "npm", "name": spelled},
+                        "ranges": [{"type": "SEMVER", "events": [{"introduced": "0"}]}]}),
+                };
+                let alias = format!("CVE-{}", rng.gen_range(0..4));
+                bodies.push((
+                    format!("R-{round}-{r}"),
+                    serde_json::json!({"id": format!("R-{round}-{r}"),
+                    "aliases": [alias], "affected": [affected]}),
+                ));
+            }
+            let candidates: Vec<FeedCandidate> = bodies
+                .iter()
+                .map(|(id, b)| {
+                    let a = &b["affected"][0];
+                    let mut entry = a.as_object().unwrap().clone();
+                    entry.remove("package");
+                    FeedCandidate {
+                        parent_uid: "g".into(),
+                        id: id.clone(),
+                        ecosystem: a["package"]["ecosystem"].as_str().unwrap().into(),
+                        name: a["package"]["name"].as_str().unwrap().into(),
+                        affected: Some(serde_json::Value::Array(vec![entry.into()]).to_string()),
+                        digest: "d".into(),
+                        withdrawn: false,
+                        update_time: 7,
+                    }
+                })
+                .collect();
+            let records: Vec<Arc<Record>> = candidates
+                .iter()
+                .zip(&bodies)
+                .map(|(c, (_, b))| Arc::new(Record::parse(c, &b.to_string()).unwrap()))
+                .collect();
+            let whole = evaluate(&packages, &records, &[]);
+            let kept: Vec<Arc<Record>> = applicable(&packages, &candidates)
+                .iter()
+                .map(|c| records.iter().find(|r| r.id == c.id).unwrap().clone())
+                .collect();
+            let mut pre = evaluate(&packages, &kept, &[]);
+            pre.data_time = whole.data_time;
+            assert_eq!(pre, whole, "round {round}: the prefilter changed the report");
+
+            // The last record is new: merge an evaluation of its name's packages.
+            let Some(last) = candidates.last() else { continue };
+            let before = evaluate(&packages, &records[..records.len() - 1], &[]);
+            let wanted: HashSet<String> = name_variants(&last.name).into_iter().collect();
+            let changed: Vec<Package> = packages
+                .iter()
+                .filter(|p| lookup_names(p).iter().any(|n| wanted.contains(n)))
+                .cloned()
+                .collect();
+            let purls: HashSet<&str> = changed.iter().map(|p| p.purl.as_str()).collect();
+            let mut merged = before;
+            merged.replace_packages(&purls, &evaluate(&changed, &records, &[]));
+            assert_eq!(merged.matches, whole.matches, "round {round}: merged matches");
+            assert_eq!(merged.statements, whole.statements, "round {round}");
+            assert_eq!(merged.unorderable, whole.unorderable, "round {round}");
+        }
     }
 }

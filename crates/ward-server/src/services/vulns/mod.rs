@@ -55,6 +55,9 @@ pub struct VulnState {
     /// Parsed OSV records by (group, id, digest): a report reads the same
     /// records for many images.
     pub(crate) records: moka::sync::Cache<String, Arc<matching::Record>>,
+    /// Built reports by `repo|digest|report time` (a new report has a new
+    /// key; old ones age out).
+    pub(crate) served: moka::sync::Cache<String, Arc<ward_proto::tenant::VulnReport>>,
     /// Bounds on the SBOMs and layers inventories read.
     pub limits: ward_sbom::Limits,
 }
@@ -68,6 +71,12 @@ impl Default for VulnState {
                     u32::try_from(k.len() + v.weight()).unwrap_or(u32::MAX)
                 })
                 .max_capacity(64 * 1024 * 1024)
+                .build(),
+            served: moka::sync::Cache::builder()
+                .weigher(|k: &String, v: &Arc<ward_proto::tenant::VulnReport>| {
+                    u32::try_from(k.len() + prost::Message::encoded_len(&**v)).unwrap_or(u32::MAX)
+                })
+                .max_capacity(32 * 1024 * 1024)
                 .build(),
             limits: ward_sbom::Limits {
                 max_layer_bytes: DEFAULT_MAX_LAYER_BYTES,
@@ -131,10 +140,10 @@ impl Ward {
             group.split('/').next().unwrap_or(group)
         };
         let mut jobs: Vec<(String, String)> = Vec::new();
+        // A job covers the name's spellings (as written, lowercased,
+        // normalized): one per name, not one per spelling.
         for n in names.iter().filter(|n| !n.is_empty()) {
-            for v in matching::name_variants(n) {
-                jobs.push((REEVAL.to_owned(), format!("{scope}|{v}")));
-            }
+            jobs.push((REEVAL.to_owned(), format!("{scope}|{n}")));
         }
         self.enqueue(jobs).await;
     }
