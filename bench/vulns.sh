@@ -450,7 +450,7 @@ def do_reeval(via):
     newer = all(ts_ms(a["reportGeneration"]) >= since_ms for a in after)
     mb = [len(b.get("vulnerabilityMatches", [])) for b in before]
     ma = [len(a.get("vulnerabilityMatches", [])) for a in after]
-        rep = log_summary(wall0, "report computed")
+    rep = log_summary(wall0, "report computed")
     merged = log_summary(wall0, "reports re-evaluated")
     if not newer or rewritten != len(digests):
         say(f"  warning: {rewritten} of {len(digests)} fleet reports rewritten; sampled reports newer: {newer}")
