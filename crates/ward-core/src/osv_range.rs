@@ -94,22 +94,28 @@ fn is_zero(e: &Event) -> bool {
 /// sorted by version (`None` when something cannot be ordered).
 fn evaluate<'r>(eco: Ecosystem, version: &str, range: &'r Range) -> Option<(bool, Vec<&'r Event>)> {
     let order = order_of(&range.kind)?;
-    let valid = |v: &str| order(eco, v, v).is_some();
-    if !valid(version) {
+    if range.events.len() > 2 * MAX_EVENTS {
         return None;
     }
-    let mut limits = Vec::new();
-    let mut timeline = Vec::new();
+    // Each event's version against the installed one, compared once (a
+    // version that is not one in the order makes the range unorderable;
+    // comparing is where versions are parsed, the cost of a report).
+    let mut limits: Vec<Option<Ordering>> = Vec::new();
+    let mut timeline: Vec<(&Event, Option<Ordering>)> = Vec::new();
     for e in &range.events {
         match e {
             Event::Limit(v) if v.contains('*') => limits.push(None),
-            e if is_zero(e) => timeline.push(e),
-            Event::Introduced(v) | Event::Fixed(v) | Event::LastAffected(v) | Event::Limit(v) if !valid(v) => {
-                return None;
-            }
-            Event::Limit(v) => limits.push(Some(v.as_str())),
-            Event::Introduced(_) | Event::Fixed(_) | Event::LastAffected(_) => timeline.push(e),
+            e if is_zero(e) => timeline.push((e, None)),
+            Event::Limit(v) => limits.push(Some(order(eco, version, v)?)),
+            e => timeline.push((e, Some(order(eco, version, e.version())?))),
         }
+    }
+    // With only `0` and `*` events, nothing above checked the version.
+    if timeline.iter().all(|(_, c)| c.is_none())
+        && limits.iter().all(Option::is_none)
+        && order(eco, version, version).is_none()
+    {
+        return None;
     }
     if timeline.len() > MAX_EVENTS {
         return None;
@@ -128,24 +134,25 @@ fn evaluate<'r>(eco: Ecosystem, version: &str, range: &'r Range) -> Option<(bool
     // Any comparator gives some order here; the bound keeps it cheap.
     for i in 1..timeline.len() {
         let mut j = i;
-        while j > 0 && cmp(timeline[j - 1], timeline[j]) == Ordering::Greater {
+        while j > 0 && cmp(timeline[j - 1].0, timeline[j].0) == Ordering::Greater {
             timeline.swap(j - 1, j);
             j -= 1;
         }
     }
-    let cmp_to = |v: &str| order(eco, version, v).unwrap_or(Ordering::Less);
-    let below_limits = limits.is_empty() || limits.iter().any(|l| l.is_none_or(|l| cmp_to(l) == Ordering::Less));
+    // `version` against each limit: below one (or `*`) keeps the range open.
+    let below_limits = limits.is_empty() || limits.iter().any(|l| l.is_none_or(|c| c == Ordering::Less));
     let mut affected = false;
-    for e in &timeline {
-        match e {
-            e if is_zero(e) => affected = true,
-            Event::Introduced(v) if cmp_to(v) != Ordering::Less => affected = true,
-            Event::Fixed(v) if cmp_to(v) != Ordering::Less => affected = false,
-            Event::LastAffected(v) if cmp_to(v) == Ordering::Greater => affected = false,
+    for (e, c) in &timeline {
+        // c: the installed version against the event's (None: `0`).
+        match (e, c) {
+            (_, None) => affected = true,
+            (Event::Introduced(_), Some(c)) if *c != Ordering::Less => affected = true,
+            (Event::Fixed(_), Some(c)) if *c != Ordering::Less => affected = false,
+            (Event::LastAffected(_), Some(c)) if *c == Ordering::Greater => affected = false,
             _ => {}
         }
     }
-    Some((affected && below_limits, timeline))
+    Some((affected && below_limits, timeline.into_iter().map(|(e, _)| e).collect()))
 }
 
 /// Whether `version` of a package in `eco` is affected, given an `affected`

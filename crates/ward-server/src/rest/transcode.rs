@@ -18,9 +18,9 @@ use crate::ward::Ward;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// A type-erased RPC: request JSON in, reply JSON out.
+/// A type-erased RPC: request JSON in, the reply's encoded JSON out.
 pub type Handler =
-    Arc<dyn Fn(Arc<Ward>, Option<Caller>, serde_json::Value) -> BoxFuture<Result<serde_json::Value>> + Send + Sync>;
+    Arc<dyn Fn(Arc<Ward>, Option<Caller>, serde_json::Value) -> BoxFuture<Result<bytes::Bytes>> + Send + Sync>;
 
 /// One HTTP binding of one RPC, as grpc-gateway's `google.api.http` would
 /// state it. The OpenAPI document is generated from these and the proto
@@ -50,6 +50,31 @@ pub struct Rpc {
     pub handler: Handler,
 }
 
+/// A reply the transport writes: a message it encodes, or JSON a service
+/// encoded once and keeps (a large report served many times).
+pub enum Reply<T> {
+    Message(T),
+    Encoded(bytes::Bytes),
+}
+
+impl<T: Serialize> Reply<T> {
+    fn encode(self) -> Result<bytes::Bytes> {
+        match self {
+            Reply::Encoded(b) => Ok(b),
+            Reply::Message(m) => {
+                let v = serde_json::to_vec(&m)
+                    .map_err(|e| ward_core::Error::Internal(format!("encoding the reply: {e}")))?;
+                // google.protobuf.Empty (`()` in Rust) is `{}` in proto3 JSON.
+                Ok(if v == b"null" {
+                    bytes::Bytes::from_static(b"{}")
+                } else {
+                    v.into()
+                })
+            }
+        }
+    }
+}
+
 fn erase<Req, Resp, F, Fut>(f: F) -> Handler
 where
     Req: DeserializeOwned + Send + 'static,
@@ -58,19 +83,64 @@ where
     Fut: Future<Output = Result<Resp>> + Send + 'static,
 {
     let f = Arc::new(f);
+    erase_reply(move |w, c, req| {
+        let f = f.clone();
+        async move { f(w, c, req).await.map(Reply::Message) }
+    })
+}
+
+fn erase_reply<Req, Resp, F, Fut>(f: F) -> Handler
+where
+    Req: DeserializeOwned + Send + 'static,
+    Resp: Serialize + Send + 'static,
+    F: Fn(Arc<Ward>, Option<Caller>, Req) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Reply<Resp>>> + Send + 'static,
+{
+    let f = Arc::new(f);
     Arc::new(move |w, c, json| {
         let f = f.clone();
         Box::pin(async move {
             let req: Req = serde_json::from_value(json).map_err(|e| {
                 ward_core::Error::invalid("body", format!("the request does not match the message: {e}"))
             })?;
-            let resp = f(w, c, req).await?;
-            let v = serde_json::to_value(resp)
-                .map_err(|e| ward_core::Error::Internal(format!("encoding the reply: {e}")))?;
-            // google.protobuf.Empty (`()` in Rust) is `{}` in proto3 JSON.
-            Ok(if v.is_null() { serde_json::json!({}) } else { v })
+            f(w, c, req).await?.encode()
         })
     })
+}
+
+/// An authenticated RPC binding whose function may answer JSON it encoded
+/// itself ([`Reply::Encoded`]).
+pub fn rpc_reply<Req, Resp, F, Fut>(
+    method: http::Method,
+    path: &'static str,
+    body: &'static str,
+    name: &'static str,
+    f: F,
+) -> Rpc
+where
+    Req: DeserializeOwned + Send + 'static,
+    Resp: Serialize + Send + 'static,
+    F: Fn(Arc<Ward>, Caller, Req) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Reply<Resp>>> + Send + 'static,
+{
+    let f = Arc::new(f);
+    let handler = erase_reply(move |w, c: Option<Caller>, req: Req| {
+        let f = f.clone();
+        async move {
+            let c = c.ok_or_else(|| ward_core::Error::Unauthenticated("a bearer token is required".into()))?;
+            f(w, c, req).await
+        }
+    });
+    Rpc {
+        binding: Binding {
+            method,
+            path,
+            body,
+            name,
+            authenticated: true,
+        },
+        handler,
+    }
 }
 
 /// An authenticated RPC binding.
@@ -88,23 +158,10 @@ where
     Fut: Future<Output = Result<Resp>> + Send + 'static,
 {
     let f = Arc::new(f);
-    let handler = erase(move |w, c: Option<Caller>, req: Req| {
+    rpc_reply(method, path, body, name, move |w, c, req: Req| {
         let f = f.clone();
-        async move {
-            let c = c.ok_or_else(|| ward_core::Error::Unauthenticated("a bearer token is required".into()))?;
-            f(w, c, req).await
-        }
-    });
-    Rpc {
-        binding: Binding {
-            method,
-            path,
-            body,
-            name,
-            authenticated: true,
-        },
-        handler,
-    }
+        async move { f(w, c, req).await.map(Reply::Message) }
+    })
 }
 
 /// A binding that needs no token (the caller is passed when one was given).
@@ -585,7 +642,7 @@ async fn dispatch(table: &Table, w: Arc<Ward>, req: axum::extract::Request) -> a
         return resp;
     };
     match serve(rpc, w, vars, req).await {
-        Ok(v) => axum::Json(v).into_response(),
+        Ok(b) => ([(http::header::CONTENT_TYPE, "application/json")], b).into_response(),
         Err(e) => e.into_response(),
     }
 }
@@ -595,7 +652,7 @@ async fn serve(
     w: Arc<Ward>,
     vars: Vec<(String, String)>,
     req: axum::extract::Request,
-) -> Result<serde_json::Value, crate::status::ApiError> {
+) -> Result<bytes::Bytes, crate::status::ApiError> {
     let (parts, body) = req.into_parts();
     let header = match parts.headers.get(http::header::AUTHORIZATION) {
         None => None,

@@ -201,17 +201,21 @@ fn approval_flag(event_uid: &str, a: &ImportApproval) -> FlagRecord {
 }
 
 /// Indexes a feed record's packages and aliases.
-async fn feed_index(c: &mut PgConnection, parent: &str, r: &FeedRecord) -> Result<()> {
+async fn feed_index(c: &mut PgConnection, parent: &str, r: &FeedRecord, now_ms: i64) -> Result<()> {
     for p in &r.packages {
         sqlx::query(
-            "INSERT INTO feed_record_packages (parent_uid, record_id, ecosystem, name, affected) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            "INSERT INTO feed_record_packages \
+             (parent_uid, record_id, ecosystem, name, affected, digest, withdrawn, update_time) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
         )
         .bind(parent)
         .bind(&r.id)
         .bind(&p.ecosystem)
         .bind(&p.name)
         .bind(&p.affected)
+        .bind(&r.digest)
+        .bind(r.withdrawn.is_some())
+        .bind(now_ms)
         .execute(&mut *c)
         .await
         .map_err(|e| db_err("index feed record", e))?;
@@ -573,7 +577,7 @@ impl AdvisoryStore for PostgresStore {
                     .execute(&mut *tx)
                     .await
                     .map_err(|e| db_err("insert feed record", e))?;
-                    feed_index(&mut tx, parent_uid, r).await?;
+                    feed_index(&mut tx, parent_uid, r, now_ms).await?;
                 }
                 FeedOutcome::Updated | FeedOutcome::Withdrawn => {
                     sqlx::query(
@@ -600,7 +604,7 @@ impl AdvisoryStore for PostgresStore {
                             .await
                             .map_err(|e| db_err("reindex feed record", e))?;
                     }
-                    feed_index(&mut tx, parent_uid, r).await?;
+                    feed_index(&mut tx, parent_uid, r, now_ms).await?;
                 }
             }
             out.push(outcome);

@@ -408,9 +408,8 @@ impl VulnStore for PostgresStore {
 
     async fn feed_candidates(&self, names: &[String], scopes: &[String]) -> Result<Vec<FeedCandidate>> {
         let sql = format!(
-            "SELECT r.parent_uid, r.id, p.ecosystem, p.name, p.affected, r.digest, r.withdrawn IS NOT NULL, \
-             r.update_time FROM feed_record_packages p JOIN feed_records r \
-             ON r.parent_uid = p.parent_uid AND r.id = p.record_id WHERE p.name = ANY($1) AND {}",
+            "SELECT p.parent_uid, p.record_id, p.ecosystem, p.name, p.affected, p.digest, p.withdrawn, \
+                     p.update_time FROM feed_record_packages p WHERE p.name = ANY($1) AND {}",
             within_sql("p.parent_uid", scopes.len(), 2, true)
         );
         let mut q =

@@ -591,7 +591,7 @@ impl AdvisoryStore for SqliteStore {
                             r.digest,
                             now_ms
                         ])?;
-                        feed_index(&tx, &parent, r)?;
+                        feed_index(&tx, &parent, r, now_ms)?;
                     }
                     FeedOutcome::Updated | FeedOutcome::Withdrawn => {
                         tx.prepare_cached(
@@ -615,7 +615,7 @@ impl AdvisoryStore for SqliteStore {
                             ))?
                             .execute([parent.as_str(), r.id.as_str()])?;
                         }
-                        feed_index(&tx, &parent, r)?;
+                        feed_index(&tx, &parent, r, now_ms)?;
                     }
                 }
                 out.push(outcome);
@@ -648,13 +648,23 @@ impl AdvisoryStore for SqliteStore {
 }
 
 /// Indexes a feed record's packages and aliases.
-fn feed_index(c: &Connection, parent: &str, r: &FeedRecord) -> rusqlite::Result<()> {
+fn feed_index(c: &Connection, parent: &str, r: &FeedRecord, now_ms: i64) -> rusqlite::Result<()> {
     let mut st = c.prepare_cached(
-        "INSERT OR IGNORE INTO feed_record_packages (parent_uid, record_id, ecosystem, name, affected) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT OR IGNORE INTO feed_record_packages \
+         (parent_uid, record_id, ecosystem, name, affected, digest, withdrawn, update_time) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
     for p in &r.packages {
-        st.execute(params![parent, r.id, p.ecosystem, p.name, p.affected])?;
+        st.execute(params![
+            parent,
+            r.id,
+            p.ecosystem,
+            p.name,
+            p.affected,
+            r.digest,
+            r.withdrawn.is_some(),
+            now_ms
+        ])?;
     }
     let mut st = c.prepare_cached(
         "INSERT OR IGNORE INTO feed_record_aliases (parent_uid, record_id, alias) VALUES (?1, ?2, ?3)",

@@ -523,9 +523,8 @@ impl VulnStore for SqliteStore {
             let mut out = Vec::new();
             for chunk in names.chunks(NAME_CHUNK) {
                 let sql = format!(
-                    "SELECT r.parent_uid, r.id, p.ecosystem, p.name, p.affected, r.digest, r.withdrawn IS NOT NULL, \
-                     r.update_time FROM feed_record_packages p JOIN feed_records r \
-                     ON r.parent_uid = p.parent_uid AND r.id = p.record_id WHERE p.name IN ({}) AND {}",
+                    "SELECT p.parent_uid, p.record_id, p.ecosystem, p.name, p.affected, p.digest, p.withdrawn <> 0, \
+                     p.update_time FROM feed_record_packages p WHERE p.name IN ({}) AND {}",
                     placeholders(chunk.len(), 1),
                     within_sql("p.parent_uid", scopes.len(), 1 + chunk.len(), false)
                 );

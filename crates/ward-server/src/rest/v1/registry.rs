@@ -4,7 +4,7 @@
 
 use http::Method;
 
-use crate::rest::transcode::{Rpc, public_rpc, rpc};
+use crate::rest::transcode::{Rpc, public_rpc, rpc, rpc_reply};
 use crate::services::v1::{feed, registry as r};
 
 pub fn rpcs() -> Vec<Rpc> {
@@ -107,12 +107,12 @@ pub fn rpcs() -> Vec<Rpc> {
             "chainguard.platform.registry.Registry.GetSize",
             r::get_size,
         ),
-        rpc(
+        rpc_reply(
             Method::GET,
             "/registry/v1/repos/{repo_id=**}/digests/{digest=*}/vulnreport",
             "",
             "chainguard.platform.registry.Registry.GetVulnReport",
-            r::get_vuln_report,
+            r::get_vuln_report_json,
         ),
         rpc(
             Method::GET,

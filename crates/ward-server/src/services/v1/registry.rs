@@ -493,6 +493,17 @@ pass_through! {
     list_affected_images(v1::AffectedImagesRequest) -> v1::AffectedImageList;
 }
 
+/// GetVulnReport over REST: the report's JSON, encoded once per report.
+pub async fn get_vuln_report_json(
+    w: Arc<Ward>,
+    c: Caller,
+    req: v1::VulnReportRequest,
+) -> Result<crate::rest::transcode::Reply<ward_proto::tenant::VulnReport>> {
+    w.get_vuln_report_json(&c, req)
+        .await
+        .map(crate::rest::transcode::Reply::Encoded)
+}
+
 pub async fn list_vuln_count_reports(
     w: Arc<Ward>,
     c: Caller,

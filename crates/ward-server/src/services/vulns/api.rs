@@ -253,10 +253,34 @@ impl Ward {
         Ok(format!("{name}/{}", repo.name))
     }
 
-    /// The report as built for its current version: checked against the
-    /// inventory's state and the report's time (one small read), built once
-    /// per version and then served from memory.
+    /// GetVulnReport for gRPC.
     pub async fn get_vuln_report(&self, caller: &Caller, req: v1::VulnReportRequest) -> Result<tenant::VulnReport> {
+        let served = &self.vulns.served;
+        let report = self.cached_report(caller, req, served, |m| Ok(Arc::new(m))).await?;
+        Ok((*report).clone())
+    }
+
+    /// GetVulnReport for REST: its JSON, encoded once per report version.
+    pub async fn get_vuln_report_json(&self, caller: &Caller, req: v1::VulnReportRequest) -> Result<bytes::Bytes> {
+        let encode = |m: tenant::VulnReport| serde_json::to_vec(&m).map(bytes::Bytes::from).map_err(Error::internal);
+        self.cached_report(caller, req, &self.vulns.served_json, encode).await
+    }
+
+    /// The report as built for its current version, as `encode` makes it:
+    /// checked against the inventory's state and the report's time (one
+    /// small read) after the caller's authorization, built once per version
+    /// and then served from memory.
+    async fn cached_report<T, E>(
+        &self,
+        caller: &Caller,
+        req: v1::VulnReportRequest,
+        cache: &moka::sync::Cache<String, T>,
+        encode: E,
+    ) -> Result<T>
+    where
+        T: Clone + Send + Sync + 'static,
+        E: FnOnce(tenant::VulnReport) -> Result<T> + Send + 'static,
+    {
         let (repo, digest) = self
             .image(caller, &rpc::GET_VULN_REPORT, &req.repo_id, &req.digest)
             .await?;
@@ -268,11 +292,11 @@ impl Ward {
         inventory_ready(&stamp.status, &stamp.source, &stamp.error, &digest)?;
         let created = stamp.report_time.ok_or_else(|| pending(&digest))?;
         let key = format!("{}|{digest}|{created}", repo.uid);
-        if let Some(report) = self.vulns.served.get(&key) {
-            return Ok((*report).clone());
+        if let Some(report) = cache.get(&key) {
+            return Ok(report);
         }
         let (r, eval) = self.ready_report(&repo.uid, &digest).await?;
-        let report = Arc::new(tenant::VulnReport {
+        let report = tenant::VulnReport {
             id: format!("{}/{digest}", repo.uid),
             vulnerability_db_last_build_time: (r.data_time > 0).then(|| Timestamp::from_millis(r.data_time)),
             vulnerability_matches: eval.matches.iter().map(tenant_match).collect(),
@@ -286,11 +310,10 @@ impl Ward {
             raw_vuln_report: Vec::new(),
             // When Ward last evaluated the image.
             last_seen: Some(Timestamp::from_millis(r.create_time)),
-        });
-        self.vulns
-            .served
-            .insert(format!("{}|{digest}|{}", repo.uid, r.create_time), report.clone());
-        Ok((*report).clone())
+        };
+        let encoded = self.cpu(move || encode(report)).await??;
+        cache.insert(format!("{}|{digest}|{}", repo.uid, r.create_time), encoded.clone());
+        Ok(encoded)
     }
 
     /// The SBOM document as pushed, if the inventory came from one.

@@ -58,6 +58,8 @@ pub struct VulnState {
     /// Built reports by `repo|digest|report time` (a new report has a new
     /// key; old ones age out).
     pub(crate) served: moka::sync::Cache<String, Arc<ward_proto::tenant::VulnReport>>,
+    /// The same, as REST's JSON.
+    pub(crate) served_json: moka::sync::Cache<String, bytes::Bytes>,
     /// Bounds on the SBOMs and layers inventories read.
     pub limits: ward_sbom::Limits,
 }
@@ -76,6 +78,10 @@ impl Default for VulnState {
                 .weigher(|k: &String, v: &Arc<ward_proto::tenant::VulnReport>| {
                     u32::try_from(k.len() + prost::Message::encoded_len(&**v)).unwrap_or(u32::MAX)
                 })
+                .max_capacity(32 * 1024 * 1024)
+                .build(),
+            served_json: moka::sync::Cache::builder()
+                .weigher(|k: &String, v: &bytes::Bytes| u32::try_from(k.len() + v.len()).unwrap_or(u32::MAX))
                 .max_capacity(32 * 1024 * 1024)
                 .build(),
             limits: ward_sbom::Limits {
