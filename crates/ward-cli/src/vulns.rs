@@ -275,6 +275,16 @@ pub async fn vex(client: &Client, image: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `ward advisories vex --group <group>`: every image of a group.
+pub async fn group_vex(client: &Client, group: &str) -> anyhow::Result<()> {
+    let uid = resource::resolve_flag::<ward_proto::iam::v2::Group>(client, "--group", group).await?;
+    let r = client
+        .call::<(), Value>(Method::GET, "/registry/v1/vuln_reports/vex", &[("group", uid)], None)
+        .await?;
+    println!("{}", s(&r, "/document"));
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::split_image;

@@ -191,7 +191,8 @@ rules! {
     GET_IMAGE_CONFIG = "Registry.GetImageConfig", Repo, ManifestMetadataList, Resource;
     LIST_VULN_REPORTS = "Vulnerabilities.ListVulnReports", Repo, VulnReportList, Unscoped;
     GET_RAW_VULN_REPORT = "Vulnerabilities.GetRawVulnReport", Repo, VulnReportList, Unscoped;
-    LIST_AFFECTED_IMAGES = "Vulnerabilities.ListAffectedImages", Repo, VulnReportList, Unscoped;
+        LIST_AFFECTED_IMAGES = "Vulnerabilities.ListAffectedImages", Repo, VulnReportList, Unscoped;
+    EXPORT_VEX = "Vulnerabilities.ExportVex", Group, VulnReportList, Resource;
     LIST_VULN_COUNTS = "Vulnerabilities.ListVulnCountReports", Repo, VulnReportList, Unscoped;
     LIST_RESOLVED_VULNS = "SecurityAdvisoryService.ListResolvedVulnsReports", Repo, ManifestMetadataList, Unscoped;
 }

@@ -45,6 +45,10 @@ const ALLOWED: &[(&str, &str)] = &[
         "a Ward-only RPC (bulk import of OSV feed records); clients that do not know it never call it",
     ),
     (
+        ".chainguard.platform.registry.Vulnerabilities.ExportVex",
+        "a Ward-only RPC (an organization's OpenVEX document); clients that do not know it never call it",
+    ),
+    (
         ".chainguard.platform.registry.Vulnerabilities.ListAffectedImages",
         "a Ward-only RPC (every image affected by a vulnerability or alias); clients that do not know it never call it",
     ),

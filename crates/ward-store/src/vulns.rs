@@ -168,6 +168,9 @@ pub trait VulnStore: Send + Sync + 'static {
     /// The reports of these manifests (those that have one).
     async fn get_reports(&self, keys: &[ManifestKey]) -> Result<Vec<ReportRecord>>;
     async fn get_report(&self, repo_uid: &str, digest: &str) -> Result<Option<ReportRecord>>;
+    /// Reports of manifests in repos at or below `scope` (a group or repo
+    /// uid), after `after`, in key order, at most `limit`.
+    async fn reports_within(&self, scope: &str, after: Option<&ManifestKey>, limit: u32) -> Result<Vec<ReportRecord>>;
     /// Every finding (open and resolved) of these manifests of one repo.
     async fn findings_of(&self, repo_uid: &str, digests: &[String]) -> Result<Vec<FindingRecord>>;
     /// Open findings answering to one of `ids` (an id or an alias, at most

@@ -576,6 +576,26 @@ async fn reports_follow_layers_sboms_and_the_teams_decisions() {
         let vex: Value = serde_json::from_str(out.ok("advisories vex")).expect("the VEX document is JSON");
         assert_eq!(vex["@context"], "https://openvex.dev/ns/v0.2.0");
         assert_openvex(&vex, b);
+
+        // The organization's document holds each of the image's statements,
+        // naming the image among its products.
+        let (status, export) = s.get(&format!("/registry/v1/vuln_reports/vex?group={org}")).await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {export}");
+        assert!(export["images"].as_i64().unwrap_or(0) >= 1, "[{b}] {export}");
+        let org_vex: Value = serde_json::from_str(export["document"].as_str().unwrap()).unwrap();
+        assert_openvex(&org_vex, b);
+        for st in vex["statements"].as_array().unwrap() {
+            let product = &st["products"][0];
+            let found = org_vex["statements"].as_array().unwrap().iter().any(|o| {
+                o["vulnerability"]["name"] == st["vulnerability"]["name"]
+                    && o["status"] == st["status"]
+                    && o["products"].as_array().unwrap().iter().any(|p| p == product)
+            });
+            assert!(found, "[{b}] the organization's document lacks {st}: {org_vex}");
+        }
+        let out = common::ward_run(&s, &s.token, &["advisories", "vex", "--group", "acme"]).await;
+        let by_cli: Value = serde_json::from_str(out.ok("advisories vex --group")).expect("JSON");
+        assert_eq!(by_cli["statements"], org_vex["statements"], "[{b}]");
     }
 }
 
@@ -894,16 +914,17 @@ async fn every_report_rpc_answers_only_whom_it_should() {
                 "GetRawVulnReport",
                 format!("/registry/v1/vuln_reports/raw?repo_id={repo}&digest={digest}"),
             ),
+            ("ExportVex", format!("/registry/v1/vuln_reports/vex?group={org}")),
         ];
         // (caller, token, expected HTTP status per path).
-        let matrix: [(&str, &str, [u16; 5]); 6] = [
-            ("admin", &s.token, [200, 200, 200, 200, 200]),
-            ("viewer", &viewer, [200, 200, 200, 200, 200]),
+        let matrix: [(&str, &str, [u16; 6]); 6] = [
+            ("admin", &s.token, [200, 200, 200, 200, 200, 200]),
+            ("viewer", &viewer, [200, 200, 200, 200, 200, 200]),
             // A pull token's caller reads one image's report and SBOM, not the listings.
-            ("registry.pull", &puller, [200, 200, 200, 403, 403]),
-            ("repo.list only", &repo_only, [403, 403, 403, 403, 403]),
-            ("another org's owner", &outsider, [404, 404, 404, 404, 404]),
-            ("nobody", "", [401, 401, 401, 401, 401]),
+            ("registry.pull", &puller, [200, 200, 200, 403, 403, 403]),
+            ("repo.list only", &repo_only, [403, 403, 403, 403, 403, 403]),
+            ("another org's owner", &outsider, [404, 404, 404, 404, 404, 404]),
+            ("nobody", "", [401, 401, 401, 401, 401, 401]),
         ];
         for (who, token, want) in matrix {
             for ((rpc, path), want) in paths.iter().zip(want) {
@@ -1024,7 +1045,13 @@ async fn every_report_rpc_answers_only_whom_it_should() {
         let mut client = RegistryClient::with_interceptor(ch.clone(), common::Bearer(outsider.clone()));
         let err = client.get_vuln_report(req).await.expect_err("hidden");
         assert_eq!(err.code(), tonic::Code::NotFound, "[{b}] {err:?}");
+        let export = ward_proto::registry::ExportVexRequest { group: org.clone() };
+        let mut hidden = VulnerabilitiesClient::with_interceptor(ch.clone(), common::Bearer(outsider.clone()));
+        let err = hidden.export_vex(export.clone()).await.expect_err("hidden");
+        assert_eq!(err.code(), tonic::Code::NotFound, "[{b}] {err:?}");
         let mut v = VulnerabilitiesClient::with_interceptor(ch, common::Bearer(viewer.clone()));
+        let doc = v.export_vex(export).await.expect("the viewer's export").into_inner();
+        assert!(doc.document.contains("CVE-2018-18074"), "[{b}] {}", doc.document);
         let list = v
             .list_vuln_reports(ward_proto::registry::VulnReportFilter {
                 repo_id: repo.clone(),

@@ -64,12 +64,17 @@ pub enum AdvisoriesCommand {
     Import(import::ImportArgs),
     /// Export the advisories the feed publishes, as OSV documents.
     Export(export::ExportArgs),
-    /// An image's OpenVEX document: the team's decisions about each
-    /// vulnerability in it, for Trivy and Grype (`--vex`).
+    /// An OpenVEX document of the team's decisions about each vulnerability
+    /// in an image, or in every image of a group, for Trivy and Grype
+    /// (`--vex`).
     Vex {
         /// `[registry/][org/]repo:tag` or `…@sha256:…`.
+        #[arg(long, required_unless_present = "group", conflicts_with = "group")]
+        image: Option<String>,
+        /// A group (name or uid) or a repo uid: every image with a report in
+        /// its repos and below.
         #[arg(long)]
-        image: String,
+        group: Option<String>,
     },
 }
 
@@ -169,7 +174,11 @@ pub async fn run(conn: &Connection, cmd: AdvisoriesCommand) -> anyhow::Result<()
         AdvisoriesCommand::Review(args) => write::review(&client, format, args).await,
         AdvisoriesCommand::Import(args) => import::run(&client, format, args).await,
         AdvisoriesCommand::Export(args) => export::run(&client, format, args).await,
-        AdvisoriesCommand::Vex { image } => crate::vulns::vex(&client, &image).await,
+        AdvisoriesCommand::Vex { image, group } => match (image, group) {
+            (Some(image), _) => crate::vulns::vex(&client, &image).await,
+            (None, Some(group)) => crate::vulns::group_vex(&client, &group).await,
+            (None, None) => anyhow::bail!("name --image or --group"),
+        },
     }
 }
 

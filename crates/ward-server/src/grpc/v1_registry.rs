@@ -44,7 +44,8 @@ v1_service!(impl Registry for V1Registry by caller {
 v1_service!(impl Vulnerabilities for V1Registry by caller {
     list_vuln_reports(VulnReportFilter) -> VulnReportList = v1::list_vuln_reports;
     get_raw_vuln_report(GetRawVulnReportRequest) -> RawVulnReport = v1::get_raw_vuln_report;
-    list_affected_images(AffectedImagesRequest) -> AffectedImageList = v1::list_affected_images;
+        list_affected_images(AffectedImagesRequest) -> AffectedImageList = v1::list_affected_images;
+    export_vex(ExportVexRequest) -> VexExport = v1::export_vex;
     list_vuln_count_reports(VulnCountReportFilter) -> VulnCountReportList = v1::list_vuln_count_reports;
     list_cumulative_vuln_count_reports(VulnCountReportFilter) -> VulnCountReportList =
         v1::list_cumulative_vuln_count_reports;

@@ -16,6 +16,18 @@ use crate::vulns::{
     ReportStamp, ReportWrite, VulnStore, within_sql,
 };
 
+type ReportRow = (String, String, String, i64, i64);
+
+fn report_from_row(r: ReportRow) -> ReportRecord {
+    ReportRecord {
+        repo_uid: r.0,
+        digest: r.1,
+        report: r.2,
+        data_time: r.3,
+        create_time: r.4,
+    }
+}
+
 async fn manifest_exists(c: &mut PgConnection, repo: &str, digest: &str) -> Result<bool> {
     let n: Option<i32> = sqlx::query_scalar("SELECT 1 FROM manifests WHERE repo_uid = $1 AND digest = $2 FOR SHARE")
         .bind(repo)
@@ -308,9 +320,26 @@ impl VulnStore for PostgresStore {
             .collect())
     }
 
+    async fn reports_within(&self, scope: &str, after: Option<&ManifestKey>, limit: u32) -> Result<Vec<ReportRecord>> {
+        let after = after.cloned().unwrap_or_default();
+        let rows: Vec<ReportRow> = sqlx::query_as(
+            "SELECT repo_uid, digest, report, data_time, create_time FROM vuln_reports \
+             WHERE (repo_uid = $1 OR repo_uid LIKE $1 || '/%') AND (repo_uid, digest) > ($2, $3) \
+             ORDER BY repo_uid, digest LIMIT $4",
+        )
+        .bind(scope)
+        .bind(&after.0)
+        .bind(&after.1)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("reports within", e))?;
+        Ok(rows.into_iter().map(report_from_row).collect())
+    }
+
     async fn get_reports(&self, keys: &[ManifestKey]) -> Result<Vec<ReportRecord>> {
         let (repos, digests): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
-        let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
+        let rows: Vec<ReportRow> = sqlx::query_as(
             "SELECT r.repo_uid, r.digest, r.report, r.data_time, r.create_time \
              FROM UNNEST($1::text[], $2::text[]) AS k(repo_uid, digest) \
              JOIN vuln_reports r ON r.repo_uid = k.repo_uid AND r.digest = k.digest",
@@ -320,16 +349,7 @@ impl VulnStore for PostgresStore {
         .fetch_all(&self.pool)
         .await
         .map_err(|e| db_err("get reports", e))?;
-        Ok(rows
-            .into_iter()
-            .map(|r| ReportRecord {
-                repo_uid: r.0,
-                digest: r.1,
-                report: r.2,
-                data_time: r.3,
-                create_time: r.4,
-            })
-            .collect())
+        Ok(rows.into_iter().map(report_from_row).collect())
     }
 
     async fn get_report(&self, repo_uid: &str, digest: &str) -> Result<Option<ReportRecord>> {

@@ -319,6 +319,20 @@ impl VulnStore for SqliteStore {
         .await
     }
 
+    async fn reports_within(&self, scope: &str, after: Option<&ManifestKey>, limit: u32) -> Result<Vec<ReportRecord>> {
+        let scope = scope.to_owned();
+        let after = after.cloned().unwrap_or_default();
+        self.read("reports within", move |c| {
+            c.prepare_cached(&format!(
+                "{REPORT_SELECT} WHERE (repo_uid = ?1 OR repo_uid LIKE ?1 || '/%') AND (repo_uid, digest) > (?2, ?3) \
+                 ORDER BY repo_uid, digest LIMIT ?4"
+            ))?
+            .query_map(params![scope, after.0, after.1, limit], report_from_row)?
+            .collect()
+        })
+        .await
+    }
+
     async fn get_reports(&self, keys: &[ManifestKey]) -> Result<Vec<ReportRecord>> {
         let keys = keys.to_vec();
         self.read("get reports", move |c| {

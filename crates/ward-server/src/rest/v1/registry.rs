@@ -158,6 +158,13 @@ pub fn rpcs() -> Vec<Rpc> {
         ),
         rpc(
             Method::GET,
+            "/registry/v1/vuln_reports/vex",
+            "",
+            "chainguard.platform.registry.Vulnerabilities.ExportVex",
+            r::export_vex,
+        ),
+        rpc(
+            Method::GET,
             "/registry/v1/vuln_reports/counts",
             "",
             "chainguard.platform.registry.Vulnerabilities.ListVulnCountReports",

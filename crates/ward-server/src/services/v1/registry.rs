@@ -490,7 +490,8 @@ pass_through! {
     get_image_config(v1::ImageConfigRequest) -> v1::ImageConfig;
     list_vuln_reports(v1::VulnReportFilter) -> v1::VulnReportList;
     get_raw_vuln_report(v1::GetRawVulnReportRequest) -> v1::RawVulnReport;
-    list_affected_images(v1::AffectedImagesRequest) -> v1::AffectedImageList;
+        list_affected_images(v1::AffectedImagesRequest) -> v1::AffectedImageList;
+    export_vex(v1::ExportVexRequest) -> v1::VexExport;
 }
 
 /// GetVulnReport over REST: the report's JSON, encoded once per report.

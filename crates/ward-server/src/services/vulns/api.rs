@@ -5,6 +5,7 @@
 //! being read is UNAVAILABLE (retry), one whose inventory failed is
 //! FAILED_PRECONDITION with the reason.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -53,6 +54,9 @@ fn inventory_ready(status: &str, source: &str, error: &str, digest: &str) -> Res
     }
     Ok(())
 }
+
+/// Most stored report bytes one `ExportVex` reads.
+pub const MAX_VEX_REPORT_BYTES: usize = 64 << 20;
 
 fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
@@ -244,6 +248,87 @@ impl Ward {
         let id = format!("{}/vex/{}/{}", self.api_url.trim_end_matches('/'), repo.uid, digest);
         let doc = super::vex::document(&id, &rfc3339(r.create_time), &[(product, eval)]);
         serde_json::to_string_pretty(&doc).map_err(Error::internal)
+    }
+
+    /// Ward's `ExportVex`: one OpenVEX document for every image with a
+    /// report in the group's repos and below (grants are inherited, so
+    /// `vuln_report.list` at the group covers them all). Bounded: at most
+    /// [`MAX_VEX_REPORT_BYTES`] of stored reports are read, more is refused
+    /// (export a folder or repo below instead).
+    pub async fn export_vex(&self, caller: &Caller, req: v1::ExportVexRequest) -> Result<v1::VexExport> {
+        let scope = Uidp::parse("group", &req.group)?;
+        self.authorize(caller, &rpc::EXPORT_VEX, &scope)?;
+        if self.store.get_group(&scope).await?.is_none() && self.store.get_repo(&scope).await?.is_none() {
+            return Err(Error::not_found("group", scope.as_str()));
+        }
+        let mut products: Vec<(String, Evaluation)> = Vec::new();
+        let mut repos: HashMap<String, Option<(RepoRecord, String)>> = HashMap::new();
+        let (mut after, mut bytes, mut newest) = (None, 0usize, 0i64);
+        loop {
+            let page = self.store.reports_within(scope.as_str(), after.as_ref(), 64).await?;
+            let Some(last) = page.last() else { break };
+            after = Some((last.repo_uid.clone(), last.digest.clone()));
+            bytes += page.iter().map(|r| r.report.len()).sum::<usize>();
+            if bytes > MAX_VEX_REPORT_BYTES {
+                return Err(Error::invalid(
+                    "group",
+                    format!(
+                        "the group's reports exceed {} MiB: export a folder or repo below it",
+                        MAX_VEX_REPORT_BYTES >> 20
+                    ),
+                ));
+            }
+            let done = page.len() < 64;
+            let parsed = self
+                .cpu(move || {
+                    page.into_iter()
+                        .filter_map(|r| {
+                            let eval: Evaluation = serde_json::from_str(&r.report).ok()?;
+                            (!eval.statements.is_empty()).then_some((r, eval))
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .await?;
+            for (r, eval) in parsed {
+                if !repos.contains_key(&r.repo_uid) {
+                    let repo = match Uidp::parse("repo", &r.repo_uid) {
+                        Ok(uid) => self.store.get_repo(&uid).await?,
+                        Err(_) => None,
+                    };
+                    let entry = match repo {
+                        Some(repo) => {
+                            let path = self.repo_path(&repo).await?;
+                            Some((repo, path))
+                        }
+                        None => None,
+                    };
+                    repos.insert(r.repo_uid.clone(), entry);
+                }
+                let Some(Some((repo, path))) = repos.get(&r.repo_uid) else {
+                    continue;
+                };
+                newest = newest.max(r.create_time);
+                let product = super::vex::product_id(&self.registry_host(), path, &repo.name, &r.digest);
+                products.push((product, eval));
+            }
+            if done {
+                break;
+            }
+        }
+        let id = format!("{}/vex/{}", self.api_url.trim_end_matches('/'), scope.as_str());
+        let time = rfc3339(if newest > 0 { newest } else { self.clock.now_millis() });
+        let images = products.len();
+        let document = self
+            .cpu(move || {
+                let refs: Vec<(String, &Evaluation)> = products.iter().map(|(p, e)| (p.clone(), e)).collect();
+                serde_json::to_string_pretty(&super::vex::document(&id, &time, &refs))
+            })
+            .await?
+            .map_err(Error::internal)?;
+        Ok(v1::VexExport {
+            document,
+            images: i32::try_from(images).unwrap_or(i32::MAX),
+        })
     }
 
     /// `<org name>/<repo name>`: the path clients pull the repo at.

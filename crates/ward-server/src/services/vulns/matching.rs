@@ -282,7 +282,7 @@ pub struct Match {
 }
 
 /// An OpenVEX statement about one vulnerability in one package.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Statement {
     pub id: String,
     pub aliases: Vec<String>,

@@ -33,7 +33,7 @@ impl Ward {
         names.dedup();
         let mut scopes = vec![org.to_owned()];
         scopes.extend(self.public_advisories.iter().map(|p| p.as_str().to_owned()));
-                let t0 = std::time::Instant::now();
+        let t0 = std::time::Instant::now();
         // Which records can apply, from their indexed rows: read and decided
         // in two halves of the names at once (two reader connections, two
         // cores; the decision is CPU work, off the async workers); only
@@ -66,7 +66,7 @@ impl Ward {
         // A record naming packages in both halves came twice.
         keep.sort_by(|a, b| (&a.parent_uid, &a.id).cmp(&(&b.parent_uid, &b.id)));
         keep.dedup_by(|a, b| a.parent_uid == b.parent_uid && a.id == b.id);
-                let t_candidates = t0.elapsed();
+        let t_candidates = t0.elapsed();
         let n_kept = keep.len();
         let mut records: Vec<Arc<Record>> = Vec::new();
         let mut misses = Vec::new();
@@ -131,7 +131,7 @@ impl Ward {
             .filter_map(|a| Decision::of(a, by_advisory.get(a.uid.as_str()).map(Vec::as_slice).unwrap_or(&[])))
             .collect();
         let t_advisories = t0.elapsed();
-                let mut eval = self.cpu(move || evaluate(&packages, &records, &decisions)).await?;
+        let mut eval = self.cpu(move || evaluate(&packages, &records, &decisions)).await?;
         eval.data_time = eval.data_time.max(consulted);
         // Where an evaluation's time goes (cumulative ms), for operators
         // and the benchmark.

@@ -4,7 +4,9 @@
 
 use serde_json::{Value, json};
 
-use super::matching::Evaluation;
+use std::collections::BTreeMap;
+
+use super::matching::{Evaluation, Statement};
 
 /// The OpenVEX context this writes.
 pub const CONTEXT: &str = "https://openvex.dev/ns/v0.2.0";
@@ -19,15 +21,27 @@ pub fn product_id(registry_host: &str, repo_path: &str, repo_name: &str, digest:
     )
 }
 
-/// One document for `(product, evaluation)` pairs, `timestamp` RFC 3339.
+/// One document for `(product, evaluation)` pairs, `timestamp` RFC 3339:
+/// the same statement (vulnerability, status, decision, package) about
+/// several images is one statement naming them all.
 pub fn document(id: &str, timestamp: &str, images: &[(String, &Evaluation)]) -> Value {
-    let mut statements = Vec::new();
+    let mut grouped: BTreeMap<&Statement, Vec<&str>> = BTreeMap::new();
     for (product, eval) in images {
         for s in &eval.statements {
+            grouped.entry(s).or_default().push(product);
+        }
+    }
+    let mut statements = Vec::new();
+    for (s, products) in grouped {
+        {
+            let products: Vec<Value> = products
+                .iter()
+                .map(|p| json!({ "@id": p, "subcomponents": [{ "@id": s.purl }] }))
+                .collect();
             let mut st = json!({
                 "vulnerability": { "name": s.id },
                 "timestamp": timestamp,
-                "products": [{ "@id": product, "subcomponents": [{ "@id": s.purl }] }],
+                "products": products,
                 "status": s.status,
             });
             if !s.aliases.is_empty() {
