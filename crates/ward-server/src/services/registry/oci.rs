@@ -833,10 +833,17 @@ impl Ward {
             Reference::Digest(d) => {
                 // The manifest's tags go with it.
                 self.oci_check(caller, t, Capability::TagDelete)?;
-                let repo = self.oci_check(caller, t, Capability::ManifestDelete)?;
+                                let repo = self.oci_check(caller, t, Capability::ManifestDelete)?;
+                let subject = self
+                    .store
+                    .get_manifest(&repo.uid, d.as_str())
+                    .await?
+                    .and_then(|m| m.subject);
+                let tags = self.store.tags_pointing(&repo.uid, d.as_str(), 100).await?;
                 if !self.store.delete_manifest(&repo.uid, d.as_str()).await? {
                     return Err(OciError::manifest_unknown(d.as_str()));
                 }
+                self.on_sboms_changed(&repo.uid, subject.as_deref(), &tags).await;
             }
             Reference::Tag(tag) => {
                 let repo = self.oci_check(caller, t, Capability::TagDelete)?;
@@ -845,8 +852,9 @@ impl Ward {
                     .find_tag(&repo.uid, &tag)
                     .await?
                     .ok_or_else(|| OciError::manifest_unknown(&tag))?;
-                let uid = Uidp::parse("tag", &found.uid).map_err(OciError::from)?;
+                                let uid = Uidp::parse("tag", &found.uid).map_err(OciError::from)?;
                 self.store.delete_tag(&uid).await?;
+                self.on_sboms_changed(&repo.uid, None, &[tag.to_string()]).await;
             }
         }
         Ok(())

@@ -47,6 +47,18 @@ pub(crate) fn split_key(k: &str) -> Option<(&str, &str)> {
     k.split_once('|')
 }
 
+/// The inventory jobs of the images an SBOM (by its subject or its tags)
+/// speaks for.
+fn sbom_jobs(repo_uid: &str, subject: Option<&str>, tags: &[String]) -> Vec<(String, String)> {
+    let subjects = tags.iter().filter_map(|t| inventory::tagged_subject(t));
+    subject
+        .map(str::to_owned)
+        .into_iter()
+        .chain(subjects)
+        .map(|s| (INVENTORY.to_owned(), key(repo_uid, &s)))
+        .collect()
+}
+
 /// Background state shared by the workers of one server.
 pub struct VulnState {
     /// Wakes the workers when this server enqueues work (other replicas'
@@ -119,16 +131,17 @@ impl Ward {
         subject: Option<&str>,
         tags: &[String],
     ) {
-        let mut jobs = vec![(INVENTORY.to_owned(), key(repo_uid, digest))];
-        if let Some(s) = subject {
-            jobs.push((INVENTORY.to_owned(), key(repo_uid, s)));
-        }
-        for t in tags {
-            if let Some(d) = inventory::tagged_subject(t) {
-                jobs.push((INVENTORY.to_owned(), key(repo_uid, &d)));
-            }
-        }
+                let mut jobs = vec![(INVENTORY.to_owned(), key(repo_uid, digest))];
+        jobs.extend(sbom_jobs(repo_uid, subject, tags));
         self.enqueue(jobs).await;
+    }
+
+    /// An SBOM or attestation came or went other than by a push (its
+    /// manifest deleted, or a `sha256-<hex>.sbom`/`.att` tag written or
+    /// deleted through the API): the subject's inventory is read again, from
+    /// what remains (its layers, when no SBOM does).
+    pub(crate) async fn on_sboms_changed(&self, repo_uid: &str, subject: Option<&str>, tags: &[String]) {
+        self.enqueue(sbom_jobs(repo_uid, subject, tags)).await;
     }
 
     /// Advisory data of `group` about these package names changed:
