@@ -117,6 +117,11 @@ pub trait VulnStore: Send + Sync + 'static {
     /// Leases up to `limit` due jobs until `now_ms + lease_ms`, oldest first;
     /// a job whose lease expired (its worker died) is due again.
     async fn claim_jobs(&self, now_ms: i64, lease_ms: i64, limit: u32) -> Result<Vec<JobRecord>>;
+    /// Frees the leases of jobs no worker can still be running: on SQLite,
+    /// which one server owns, every lease when that server starts (a killed
+    /// server's jobs run again at once instead of when their leases
+    /// expire); on PostgreSQL none (other replicas may be running them).
+    async fn release_orphaned_leases(&self) -> Result<()>;
     /// Ends a claimed job, if `job`'s lease is still the row's.
     async fn finish_job(&self, job: &JobRecord, end: JobEnd, now_ms: i64) -> Result<()>;
     /// Jobs queued or running, by kind (for operators and the backfill's progress).

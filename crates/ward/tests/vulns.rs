@@ -807,7 +807,7 @@ async fn bad_documents_and_layers_give_a_readable_inventory_error() {
             let digest = push_layers(&s, "acme/bad", &format!("sbom-{tag}"), std::slice::from_ref(&good)).await;
             let (status, _) = settled(&s, &s.token, &repo, &digest).await;
             assert_eq!(status, StatusCode::OK, "[{b}] {tag}: the layers' report first");
-                        let referrer = push_referrer(&s, "acme/bad", &digest, artifact_type, &document).await;
+            let referrer = push_referrer(&s, "acme/bad", &digest, artifact_type, &document).await;
             let start = std::time::Instant::now();
             loop {
                 let (status, body) = settled(&s, &s.token, &repo, &digest).await;
@@ -820,7 +820,7 @@ async fn bad_documents_and_layers_give_a_readable_inventory_error() {
                     start.elapsed() < Duration::from_secs(60),
                     "[{b}] {tag}: {status} {body}"
                 );
-                                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
             // The bad SBOM deleted, the layers speak for the image again.
             let r = s
@@ -833,7 +833,10 @@ async fn bad_documents_and_layers_give_a_readable_inventory_error() {
             assert_eq!(r.status().as_u16(), 202, "[{b}] {tag}: deleting the referrer");
             let start = std::time::Instant::now();
             while settled(&s, &s.token, &repo, &digest).await.0 != StatusCode::OK {
-                assert!(start.elapsed() < Duration::from_secs(60), "[{b}] {tag}: the layers' report again");
+                assert!(
+                    start.elapsed() < Duration::from_secs(60),
+                    "[{b}] {tag}: the layers' report again"
+                );
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }

@@ -249,6 +249,12 @@ impl VulnStore for PostgresStore {
         .map_err(|e| db_err("manifests without inventory", e))
     }
 
+    async fn release_orphaned_leases(&self) -> Result<()> {
+        // Replicas share the queue: a lease held by another replica may be
+        // live; expired ones are claimed again as usual.
+        Ok(())
+    }
+
     async fn put_reports(&self, writes: &[ReportWrite]) -> Result<Vec<bool>> {
         let mut tx = self.begin().await?;
         let mut out = Vec::with_capacity(writes.len());

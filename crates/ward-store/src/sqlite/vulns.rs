@@ -157,6 +157,14 @@ impl VulnStore for SqliteStore {
         .await
     }
 
+    async fn release_orphaned_leases(&self) -> Result<()> {
+        self.write("release leases", |c| {
+            c.execute("UPDATE jobs SET lease_until = NULL WHERE lease_until IS NOT NULL", [])
+                .map(drop)
+        })
+        .await
+    }
+
     async fn claim_jobs(&self, now_ms: i64, lease_ms: i64, limit: u32) -> Result<Vec<JobRecord>> {
         // A read first: an idle queue costs no write.
         let due = self

@@ -833,7 +833,7 @@ impl Ward {
             Reference::Digest(d) => {
                 // The manifest's tags go with it.
                 self.oci_check(caller, t, Capability::TagDelete)?;
-                                let repo = self.oci_check(caller, t, Capability::ManifestDelete)?;
+                let repo = self.oci_check(caller, t, Capability::ManifestDelete)?;
                 let subject = self
                     .store
                     .get_manifest(&repo.uid, d.as_str())
@@ -852,7 +852,7 @@ impl Ward {
                     .find_tag(&repo.uid, &tag)
                     .await?
                     .ok_or_else(|| OciError::manifest_unknown(&tag))?;
-                                let uid = Uidp::parse("tag", &found.uid).map_err(OciError::from)?;
+                let uid = Uidp::parse("tag", &found.uid).map_err(OciError::from)?;
                 self.store.delete_tag(&uid).await?;
                 self.on_sboms_changed(&repo.uid, None, &[tag.to_string()]).await;
             }

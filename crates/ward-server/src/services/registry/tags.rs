@@ -103,9 +103,10 @@ impl Ward {
     /// Writes a tag through the store's one tag write (the one an OCI push
     /// uses), which also records a move in the tag's history.
     async fn put_tag(&self, record: &TagRecord) -> Result<Tag> {
-                match self.store.put_tag(record).await {
+        match self.store.put_tag(record).await {
             Ok(t) => {
-                self.on_sboms_changed(&t.parent_uid, None, std::slice::from_ref(&t.name)).await;
+                self.on_sboms_changed(&t.parent_uid, None, std::slice::from_ref(&t.name))
+                    .await;
                 Ok(to_proto(t))
             }
             Err(Error::NotFound { resource_type, .. }) if resource_type == MANIFEST_TYPE => Err(Error::invalid(
@@ -254,7 +255,7 @@ impl Ward {
 
     pub async fn delete_tag(&self, caller: &Caller, req: DeleteTagRequest) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
-                self.authorize(caller, &rpc::DELETE_TAG, &uid)?;
+        self.authorize(caller, &rpc::DELETE_TAG, &uid)?;
         let tag = self.store.get_tag(&uid).await?;
         if !self.store.delete_tag(&uid).await? {
             return Err(Error::not_found(TAG_TYPE, uid.as_str()));

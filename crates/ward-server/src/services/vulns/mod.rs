@@ -131,7 +131,7 @@ impl Ward {
         subject: Option<&str>,
         tags: &[String],
     ) {
-                let mut jobs = vec![(INVENTORY.to_owned(), key(repo_uid, digest))];
+        let mut jobs = vec![(INVENTORY.to_owned(), key(repo_uid, digest))];
         jobs.extend(sbom_jobs(repo_uid, subject, tags));
         self.enqueue(jobs).await;
     }
