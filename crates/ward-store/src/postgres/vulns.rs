@@ -256,28 +256,170 @@ impl VulnStore for PostgresStore {
     }
 
     async fn put_reports(&self, writes: &[ReportWrite]) -> Result<Vec<bool>> {
+        let e = |e| db_err("put reports", e);
         let mut tx = self.begin().await?;
-        let mut out = Vec::with_capacity(writes.len());
+        // The reports, in two statements: conditional ones replace the
+        // stored report only if it is still the one they were derived from
+        // (the row lock makes that check and the write one step);
+        // unconditional ones are upserted, for manifests that still exist.
+        let mut written: HashSet<(String, String)> = HashSet::new();
+        for conditional in [true, false] {
+            let batch: Vec<&ReportWrite> = writes
+                .iter()
+                .filter(|w| w.if_created.is_some() == conditional)
+                .collect();
+            if batch.is_empty() {
+                continue;
+            }
+            let col = |f: fn(&ReportRecord) -> String| batch.iter().map(|w| f(&w.report)).collect::<Vec<String>>();
+            let (repos, digests, reports) = (
+                col(|r| r.repo_uid.clone()),
+                col(|r| r.digest.clone()),
+                col(|r| r.report.clone()),
+            );
+            let data: Vec<i64> = batch.iter().map(|w| w.report.data_time).collect();
+            let created: Vec<i64> = batch.iter().map(|w| w.report.create_time).collect();
+            let sql = if conditional {
+                "UPDATE vuln_reports r SET report = k.report, data_time = k.data_time, create_time = k.create_time \
+                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[]) \
+                 AS k(repo_uid, digest, report, data_time, create_time, expected) \
+                 WHERE r.repo_uid = k.repo_uid AND r.digest = k.digest AND r.create_time = k.expected \
+                 RETURNING r.repo_uid, r.digest"
+            } else {
+                "INSERT INTO vuln_reports (repo_uid, digest, report, data_time, create_time) \
+                 SELECT k.repo_uid, k.digest, k.report, k.data_time, k.create_time \
+                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) \
+                 AS k(repo_uid, digest, report, data_time, create_time) \
+                 JOIN manifests m ON m.repo_uid = k.repo_uid AND m.digest = k.digest \
+                 ON CONFLICT (repo_uid, digest) DO UPDATE SET report = excluded.report, \
+                 data_time = excluded.data_time, create_time = excluded.create_time \
+                 RETURNING repo_uid, digest"
+            };
+            let mut q = sqlx::query_as::<_, (String, String)>(sql)
+                .bind(&repos)
+                .bind(&digests)
+                .bind(&reports)
+                .bind(&data)
+                .bind(&created);
+            if conditional {
+                let expected: Vec<i64> = batch.iter().map(|w| w.if_created.unwrap_or_default()).collect();
+                q = q.bind(expected);
+            }
+            written.extend(q.fetch_all(&mut *tx).await.map_err(e)?);
+        }
+        // The findings of the written reports: what is stored, then one
+        // statement each for new or changed ones, their ids, and the
+        // resolved ones.
+        let (repos, digests): (Vec<String>, Vec<String>) = written.iter().cloned().unzip();
+        let stored: Vec<(String, String, String, String, String, Option<i64>)> = sqlx::query_as(
+            "SELECT f.repo_uid, f.digest, f.vuln_id, f.severity, f.aliases, f.resolved_at \
+             FROM UNNEST($1::text[], $2::text[]) AS k(repo_uid, digest) \
+             JOIN vuln_findings f ON f.repo_uid = k.repo_uid AND f.digest = k.digest FOR UPDATE OF f",
+        )
+        .bind(&repos)
+        .bind(&digests)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(e)?;
+        let mut before: HashMap<(String, String, String), (String, String, Option<i64>)> = stored
+            .into_iter()
+            .map(|(r, d, v, sev, a, res)| ((r, d, v), (sev, a, res)))
+            .collect();
+        let mut upsert: [Vec<String>; 5] = Default::default();
+        let mut first_seen: Vec<i64> = Vec::new();
+        let mut ids: [Vec<String>; 4] = Default::default();
+        let mut resolve: [Vec<String>; 3] = Default::default();
+        let mut resolve_at: Vec<i64> = Vec::new();
         for w in writes {
-            if let Some(t) = w.if_created {
-                let stored: Option<i64> = sqlx::query_scalar(
-                    "SELECT create_time FROM vuln_reports WHERE repo_uid = $1 AND digest = $2 FOR UPDATE",
-                )
-                .bind(&w.report.repo_uid)
-                .bind(&w.report.digest)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| db_err("put reports", e))?;
-                if stored != Some(t) {
-                    out.push(false);
+            let key = (w.report.repo_uid.clone(), w.report.digest.clone());
+            if !written.contains(&key) {
+                continue;
+            }
+            for f in &w.findings {
+                let aliases = serde_json::to_string(&f.aliases).unwrap_or_else(|_| "[]".into());
+                let k = (f.repo_uid.clone(), f.digest.clone(), f.vuln_id.clone());
+                if let Some((severity, a, None)) = before.remove(&k)
+                    && severity == f.severity
+                    && a == aliases
+                {
                     continue;
                 }
+                for (col, v) in upsert
+                    .iter_mut()
+                    .zip([&f.repo_uid, &f.digest, &f.vuln_id, &f.severity, &aliases])
+                {
+                    col.push(v.clone());
+                }
+                first_seen.push(w.report.create_time);
+                for id in std::iter::once(&f.vuln_id).chain(&f.aliases) {
+                    for (col, v) in ids.iter_mut().zip([&f.repo_uid, &f.digest, &f.vuln_id, id]) {
+                        col.push(v.clone());
+                    }
+                }
             }
-            put_report(&mut tx, &w.report, &w.findings).await?;
-            out.push(true);
+            let gone: Vec<(String, String, String)> = before
+                .iter()
+                .filter(|((r, d, _), (_, _, resolved))| (r, d) == (&key.0, &key.1) && resolved.is_none())
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in gone {
+                before.remove(&k);
+                for (col, v) in resolve.iter_mut().zip([k.0, k.1, k.2]) {
+                    col.push(v);
+                }
+                resolve_at.push(w.report.create_time);
+            }
         }
-        tx.commit().await.map_err(|e| db_err("put reports", e))?;
-        Ok(out)
+        if !first_seen.is_empty() {
+            sqlx::query(
+                "INSERT INTO vuln_findings (repo_uid, digest, vuln_id, severity, aliases, first_seen) \
+                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) \
+                 ON CONFLICT (repo_uid, digest, vuln_id) DO UPDATE SET severity = excluded.severity, \
+                 aliases = excluded.aliases, resolved_at = NULL",
+            )
+            .bind(&upsert[0])
+            .bind(&upsert[1])
+            .bind(&upsert[2])
+            .bind(&upsert[3])
+            .bind(&upsert[4])
+            .bind(&first_seen)
+            .execute(&mut *tx)
+            .await
+            .map_err(e)?;
+            sqlx::query(
+                "INSERT INTO vuln_finding_ids (repo_uid, digest, vuln_id, id) \
+                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[]) ON CONFLICT DO NOTHING",
+            )
+            .bind(&ids[0])
+            .bind(&ids[1])
+            .bind(&ids[2])
+            .bind(&ids[3])
+            .execute(&mut *tx)
+            .await
+            .map_err(e)?;
+        }
+        if !resolve_at.is_empty() {
+            sqlx::query(
+                "UPDATE vuln_findings f SET resolved_at = k.t \
+                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[]) AS k(repo_uid, digest, vuln_id, t) \
+                 WHERE f.repo_uid = k.repo_uid AND f.digest = k.digest AND f.vuln_id = k.vuln_id",
+            )
+            .bind(&resolve[0])
+            .bind(&resolve[1])
+            .bind(&resolve[2])
+            .bind(&resolve_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(e)?;
+        }
+        tx.commit().await.map_err(e)?;
+        Ok(writes
+            .iter()
+            .map(|w| {
+                // A manifest that is gone counts as written (nothing to do).
+                written.contains(&(w.report.repo_uid.clone(), w.report.digest.clone())) || w.if_created.is_none()
+            })
+            .collect())
     }
 
     async fn report_stamp(&self, repo_uid: &str, digest: &str) -> Result<Option<ReportStamp>> {
@@ -501,109 +643,4 @@ impl VulnStore for PostgresStore {
         .await
         .map_err(|e| db_err("ids aliased", e))
     }
-}
-
-/// Replaces one manifest's report and brings its findings up to date,
-/// writing only the findings that changed.
-async fn put_report(tx: &mut PgConnection, r: &ReportRecord, findings: &[FindingRecord]) -> Result<()> {
-    let e = |e| db_err("put report", e);
-    if !manifest_exists(&mut *tx, &r.repo_uid, &r.digest).await? {
-        return Ok(());
-    }
-    sqlx::query(
-        "INSERT INTO vuln_reports (repo_uid, digest, report, data_time, create_time) VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT (repo_uid, digest) DO UPDATE SET report = excluded.report, data_time = excluded.data_time, \
-         create_time = excluded.create_time",
-    )
-    .bind(&r.repo_uid)
-    .bind(&r.digest)
-    .bind(&r.report)
-    .bind(r.data_time)
-    .bind(r.create_time)
-    .execute(&mut *tx)
-    .await
-    .map_err(e)?;
-    // vuln_id → (severity, aliases, resolved_at)
-    let stored: HashMap<String, (String, String, Option<i64>)> = sqlx::query_as::<_, (String, String, String, Option<i64>)>(
-        "SELECT vuln_id, severity, aliases, resolved_at FROM vuln_findings WHERE repo_uid = $1 AND digest = $2 FOR UPDATE",
-    )
-    .bind(&r.repo_uid)
-    .bind(&r.digest)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(e)?
-        .into_iter()
-    .map(|(id, severity, aliases, resolved)| (id, (severity, aliases, resolved)))
-    .collect();
-    let now = r.create_time;
-    for f in findings {
-        let aliases = serde_json::to_string(&f.aliases).unwrap_or_else(|_| "[]".into());
-        let known = match stored.get(&f.vuln_id) {
-            Some((severity, a, None)) if *severity == f.severity && *a == aliases => continue,
-            Some(_) => true,
-            None => false,
-        };
-        if known {
-            sqlx::query(
-                "UPDATE vuln_findings SET severity = $4, aliases = $5, resolved_at = NULL \
-                 WHERE repo_uid = $1 AND digest = $2 AND vuln_id = $3",
-            )
-            .bind(&f.repo_uid)
-            .bind(&f.digest)
-            .bind(&f.vuln_id)
-            .bind(&f.severity)
-            .bind(&aliases)
-            .execute(&mut *tx)
-            .await
-            .map_err(e)?;
-        } else {
-            sqlx::query(
-                "INSERT INTO vuln_findings (repo_uid, digest, vuln_id, severity, aliases, first_seen) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(&f.repo_uid)
-            .bind(&f.digest)
-            .bind(&f.vuln_id)
-            .bind(&f.severity)
-            .bind(&aliases)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(e)?;
-        }
-        let ids: Vec<&str> = std::iter::once(&f.vuln_id)
-            .chain(&f.aliases)
-            .map(String::as_str)
-            .collect();
-        sqlx::query(
-            "INSERT INTO vuln_finding_ids (repo_uid, digest, vuln_id, id) \
-             SELECT $1, $2, $3, i FROM UNNEST($4::text[]) AS t(i) ON CONFLICT DO NOTHING",
-        )
-        .bind(&f.repo_uid)
-        .bind(&f.digest)
-        .bind(&f.vuln_id)
-        .bind(&ids)
-        .execute(&mut *tx)
-        .await
-        .map_err(e)?;
-    }
-    let current: HashSet<&str> = findings.iter().map(|f| f.vuln_id.as_str()).collect();
-    let gone: Vec<&str> = stored
-        .iter()
-        .filter(|(id, (_, _, resolved))| resolved.is_none() && !current.contains(id.as_str()))
-        .map(|(id, _)| id.as_str())
-        .collect();
-    if !gone.is_empty() {
-        sqlx::query(
-            "UPDATE vuln_findings SET resolved_at = $4 WHERE repo_uid = $1 AND digest = $2 AND vuln_id = ANY($3)",
-        )
-        .bind(&r.repo_uid)
-        .bind(&r.digest)
-        .bind(&gone)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(e)?;
-    }
-    Ok(())
 }
