@@ -548,11 +548,11 @@ n = (int(errs.group(1)) if errs else 0) + (sum(map(int, sock.groups())) if sock 
 print(f"{rps:.1f} {p50:.3f} {p99:.3f} {n}")'
 }
 
-bench_wrk() { # bench_wrk SCENARIO URL
-  local scenario=$1 url=$2 out rps p50 p99 errs bytes
-  bytes=$(curl -sS -o /dev/null -w '%{size_download}' -H "Authorization: Bearer $token" "$url")
-  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$WARMUP" -H "Authorization: Bearer $token" "$url" >/dev/null
-  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -H "Authorization: Bearer $token" "$url")
+bench_wrk() { # bench_wrk SCENARIO URL [ACCEPT_ENCODING]
+  local scenario=$1 url=$2 enc=${3:-identity} out rps p50 p99 errs bytes
+  bytes=$(curl -sS -o /dev/null -w '%{size_download}' -H "Authorization: Bearer $token" -H "Accept-Encoding: $enc" "$url")
+  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$WARMUP" -H "Authorization: Bearer $token" -H "Accept-Encoding: $enc" "$url" >/dev/null
+  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -H "Authorization: Bearer $token" -H "Accept-Encoding: $enc" "$url")
   printf '== %s %s\n%s\n' "$backend" "$scenario" "$out" >>"$work/wrk.log"
   read -r rps p50 p99 errs < <(echo "$out" | parse_wrk)
   [ "$errs" = 0 ] || say "  warning: $errs failed or non-2xx responses (see wrk.log with BENCH_DEBUG=1)"
@@ -576,7 +576,11 @@ bench_backend() { # bench_backend BACKEND [POSTGRES_URL]
   img=$(drive image)
   mem image
   say "   serving: wrk -t$THREADS -c$CONNECTIONS -d$DURATION after a $WARMUP warm-up"
-  bench_wrk vulnreport "$api/registry/v1/repos/$(echo "$img" | json_get repo_uid)/digests/$(echo "$img" | json_get digest)/vulnreport"
+  local report_url="$api/registry/v1/repos/$(echo "$img" | json_get repo_uid)/digests/$(echo "$img" | json_get digest)/vulnreport"
+  bench_wrk vulnreport "$report_url"
+  # What every real client asks for (curl --compressed, browsers, Python
+  # requests, Go): the report's cached gzip.
+  bench_wrk vulnreport-gzip "$report_url" gzip
   bench_wrk group "$api/iam/v2/groups/$org"
   say "   the fleet: $FLEET images sharing one layer, $PUSH_CONCURRENCY pushes at a time…"
   drive fleet >/dev/null
@@ -640,14 +644,18 @@ for backend in ("sqlite", "postgres"):
     one = lambda kind, **kw: next((r for r in mine if r["kind"] == kind and all(r.get(k) == v for k, v in kw.items())), None)
     imp, img, fleet = one("import"), one("image"), one("fleet")
     wv, wg = one("wrk", scenario="vulnreport"), one("wrk", scenario="group")
+    wz = one("wrk", scenario="vulnreport-gzip")
     reevals = [r for r in mine if r["kind"] == "reeval"]
     mems = {r["at"]: r for r in mine if r["kind"] == "memory"}
     strip = lambda r: {k: v for k, v in (r or {}).items() if k not in ("kind", "backend")}
-    out = {"import": strip(imp), "image": strip(img), "serving": {"vulnreport": strip(wv), "group": strip(wg)},
+    out = {"import": strip(imp), "image": strip(img),
+           "serving": {"vulnreport": strip(wv), "vulnreport_gzip": strip(wz), "group": strip(wg)},
            "fleet": strip(fleet), "reeval": {r["via"]: strip(r) for r in reevals},
            "memory": {k: strip(v) for k, v in mems.items()}}
     ratio = round(wv["rps"] / wg["rps"], 3) if wv and wg and wg["rps"] else None
     out["serving"]["ratio"] = ratio
+    ratio_gzip = round(wz["rps"] / wg["rps"], 3) if wz and wg and wg["rps"] else None
+    out["serving"]["ratio_gzip"] = ratio_gzip
     summary["backends"][backend] = out
 
     print(f"\nVulnerability reports ({backend}; {env['CORES']} cores; wrk -t{env['THREADS']} -c{env['CONNECTIONS']} "
@@ -672,6 +680,10 @@ for backend in ("sqlite", "postgres"):
         row("vulnreport GET", f"{wv['rps']:,.0f} req/s, p50 {wv['p50_ms']:.2f}, p99 {wv['p99_ms']:.2f} ms")
         row("GET /iam/v2/groups/{org}", f"{wg['rps']:,.0f} req/s, p50 {wg['p50_ms']:.2f}, p99 {wg['p99_ms']:.2f} ms")
         row("  vulnreport / group", f"{ratio:.3f}", f"≥ 0.3: {yes(ratio >= 0.3)}")
+    if wz and wg:
+        row("vulnreport GET, Accept-Encoding: gzip", f"{wz['rps']:,.0f} req/s, p50 {wz['p50_ms']:.2f}, "
+            f"p99 {wz['p99_ms']:.2f} ms ({wz['bytes'] / 1024:.0f} KiB)")
+        row("  vulnreport (gzip) / group", f"{ratio_gzip:.3f}", f"≥ 0.3: {yes(ratio_gzip >= 0.3)}")
     if fleet:
         row(f"fleet: {fleet['pushed']:,} manifest PUTs ({fleet['concurrency']} at a time)",
             f"{fleet['push_s']:.1f} s = {fleet['pushes_per_s']:,.0f}/s")

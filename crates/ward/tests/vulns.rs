@@ -518,6 +518,48 @@ async fn reports_follow_layers_sboms_and_the_teams_decisions() {
         without_fix.remove(&("CVE-2019-10906".to_owned(), "pkg:pypi/jinja2@2.10".to_owned()));
         until(&s, &report_path, "the fix", |r| pairs(r) == without_fix).await;
 
+        // A client that accepts gzip gets the same report compressed; one
+                // that does not, plain JSON.
+        idle(&s).await;
+        let url = format!("{}{report_path}", s.base);
+        let plain = s.http.get(&url).bearer_auth(&s.token).send().await.unwrap();
+        assert_eq!(plain.status(), StatusCode::OK, "[{b}]");
+        assert!(plain.headers().get("content-encoding").is_none(), "[{b}]");
+        let plain: Value = plain.json().await.unwrap();
+        for accept in ["gzip", "br;q=1.0, gzip;q=0.8, *;q=0.1", "*"] {
+            let r = s
+                .http
+                .get(&url)
+                .bearer_auth(&s.token)
+                .header("accept-encoding", accept)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.headers()["content-encoding"], "gzip", "[{b}] {accept}");
+            assert_eq!(r.headers()["vary"], "accept-encoding", "[{b}] {accept}");
+            let mut json = Vec::new();
+            std::io::Read::read_to_end(
+                &mut flate2::read::GzDecoder::new(&r.bytes().await.unwrap()[..]),
+                &mut json,
+            )
+            .expect("gzip");
+                        let json: Value = serde_json::from_slice(&json).unwrap();
+            assert_eq!(json["vulnerabilityMatches"], plain["vulnerabilityMatches"], "[{b}] {accept}");
+            assert_eq!(json["id"], plain["id"], "[{b}] {accept}");
+        }
+        let r = s
+            .http
+            .get(&url)
+            .bearer_auth(&s.token)
+            .header("accept-encoding", "gzip;q=0, identity")
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.headers().get("content-encoding").is_none(),
+            "[{b}] gzip;q=0 refuses it"
+        );
+
         // OpenVEX: the decisions, for scanners.
         let (status, raw) = s
             .get(&format!("/registry/v1/vuln_reports/raw?repo_id={repo}&digest={digest}"))

@@ -20,7 +20,63 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// A type-erased RPC: request JSON in, the reply's encoded JSON out.
 pub type Handler =
-    Arc<dyn Fn(Arc<Ward>, Option<Caller>, serde_json::Value) -> BoxFuture<Result<bytes::Bytes>> + Send + Sync>;
+    Arc<dyn Fn(Arc<Ward>, Option<Caller>, serde_json::Value) -> BoxFuture<Result<Encoded>> + Send + Sync>;
+
+/// A reply's JSON, and a gzip'ed copy when the service keeps one (a large
+/// reply built once and served many times), sent to clients that accept it.
+#[derive(Clone, Debug)]
+pub struct Encoded {
+    pub json: bytes::Bytes,
+    pub gzip: Option<bytes::Bytes>,
+}
+
+impl Encoded {
+    /// `json` and, when it is large enough to be worth it, its gzip.
+    pub fn compressed(json: bytes::Bytes) -> Encoded {
+        use std::io::Write as _;
+        let gzip = (json.len() >= 1024)
+            .then(|| {
+                let mut z =
+                    flate2::write::GzEncoder::new(Vec::with_capacity(json.len() / 4), flate2::Compression::fast());
+                z.write_all(&json).ok()?;
+                z.finish().ok()
+            })
+            .flatten()
+            .map(bytes::Bytes::from);
+        Encoded { json, gzip }
+    }
+
+    /// Bytes a cache holds.
+    pub fn weight(&self) -> usize {
+        self.json.len() + self.gzip.as_ref().map_or(0, bytes::Bytes::len)
+    }
+}
+
+/// Whether an `Accept-Encoding` value takes gzip (RFC 9110: `gzip`,
+/// `x-gzip` or `*` with a non-zero weight).
+fn accepts_gzip(header: &str) -> bool {
+    // (coding, weight > 0) of each listed coding.
+    let items = header.split(',').map(|item| {
+        let mut parts = item.split(';').map(str::trim);
+        let coding = parts.next().unwrap_or("").to_ascii_lowercase();
+        let zero = parts.any(|p| {
+            p.strip_prefix("q=")
+                .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0))
+        });
+        (coding, !zero)
+    });
+    let (mut named, mut any) = (None, None);
+    for (coding, ok) in items {
+        // `x-gzip` is the same coding (RFC 9110 §8.4.1.3); a coding named
+        // outright outweighs `*`.
+        match coding.as_str() {
+            "gzip" | "x-gzip" => named = Some(named.unwrap_or(false) || ok),
+            "*" => any = Some(ok),
+            _ => {}
+        }
+    }
+    named.or(any).unwrap_or(false)
+}
 
 /// One HTTP binding of one RPC, as grpc-gateway's `google.api.http` would
 /// state it. The OpenAPI document is generated from these and the proto
@@ -54,22 +110,23 @@ pub struct Rpc {
 /// encoded once and keeps (a large report served many times).
 pub enum Reply<T> {
     Message(T),
-    Encoded(bytes::Bytes),
+    Encoded(Encoded),
 }
 
 impl<T: Serialize> Reply<T> {
-    fn encode(self) -> Result<bytes::Bytes> {
+    fn encode(self) -> Result<Encoded> {
         match self {
             Reply::Encoded(b) => Ok(b),
             Reply::Message(m) => {
                 let v = serde_json::to_vec(&m)
                     .map_err(|e| ward_core::Error::Internal(format!("encoding the reply: {e}")))?;
                 // google.protobuf.Empty (`()` in Rust) is `{}` in proto3 JSON.
-                Ok(if v == b"null" {
+                let json = if v == b"null" {
                     bytes::Bytes::from_static(b"{}")
                 } else {
                     v.into()
-                })
+                };
+                Ok(Encoded { json, gzip: None })
             }
         }
     }
@@ -641,8 +698,22 @@ async fn dispatch(table: &Table, w: Arc<Ward>, req: axum::extract::Request) -> a
         }
         return resp;
     };
+    let gzip = req
+        .headers()
+        .get(http::header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(accepts_gzip);
     match serve(rpc, w, vars, req).await {
-        Ok(b) => ([(http::header::CONTENT_TYPE, "application/json")], b).into_response(),
+        Ok(Encoded { json, gzip: None }) => ([(http::header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Ok(Encoded { json, gzip: Some(z) }) => {
+            let vary = (http::header::VARY, "accept-encoding");
+            let json_type = (http::header::CONTENT_TYPE, "application/json");
+            if gzip {
+                ([json_type, vary, (http::header::CONTENT_ENCODING, "gzip")], z).into_response()
+            } else {
+                ([json_type, vary], json).into_response()
+            }
+        }
         Err(e) => e.into_response(),
     }
 }
@@ -652,7 +723,7 @@ async fn serve(
     w: Arc<Ward>,
     vars: Vec<(String, String)>,
     req: axum::extract::Request,
-) -> Result<bytes::Bytes, crate::status::ApiError> {
+) -> Result<Encoded, crate::status::ApiError> {
     let (parts, body) = req.into_parts();
     let header = match parts.headers.get(http::header::AUTHORIZATION) {
         None => None,
@@ -695,6 +766,33 @@ async fn serve(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn accept_encoding_is_read_as_rfc_9110_says() {
+        for yes in [
+            "gzip",
+            "GZIP",
+            "deflate, gzip",
+            "gzip;q=0.5",
+            "*",
+            "br, *;q=0.1",
+            " gzip ; q=1",
+            "x-gzip",
+        ] {
+            assert!(accepts_gzip(yes), "{yes}");
+        }
+        for no in [
+            "",
+            "identity",
+            "br, deflate",
+            "gzip;q=0",
+            "gzip; q=0.0",
+            "*;q=0",
+            "gzipped",
+        ] {
+            assert!(!accepts_gzip(no), "{no}");
+        }
+    }
 
     fn vars(t: &str, p: &str) -> Option<Vec<(String, String)>> {
         Template::parse(t).matches(p)

@@ -345,9 +345,17 @@ impl Ward {
         Ok((*report).clone())
     }
 
-    /// GetVulnReport for REST: its JSON, encoded once per report version.
-    pub async fn get_vuln_report_json(&self, caller: &Caller, req: v1::VulnReportRequest) -> Result<bytes::Bytes> {
-        let encode = |m: tenant::VulnReport| serde_json::to_vec(&m).map(bytes::Bytes::from).map_err(Error::internal);
+    /// GetVulnReport for REST: its JSON (and gzip), encoded once per report
+    /// version.
+    pub async fn get_vuln_report_json(
+        &self,
+        caller: &Caller,
+        req: v1::VulnReportRequest,
+    ) -> Result<crate::rest::transcode::Encoded> {
+        let encode = |m: tenant::VulnReport| {
+            let json = serde_json::to_vec(&m).map_err(Error::internal)?;
+            Ok(crate::rest::transcode::Encoded::compressed(json.into()))
+        };
         self.cached_report(caller, req, &self.vulns.served_json, encode).await
     }
 

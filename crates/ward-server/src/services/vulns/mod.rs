@@ -71,7 +71,7 @@ pub struct VulnState {
     /// key; old ones age out).
     pub(crate) served: moka::sync::Cache<String, Arc<ward_proto::tenant::VulnReport>>,
     /// The same, as REST's JSON.
-    pub(crate) served_json: moka::sync::Cache<String, bytes::Bytes>,
+    pub(crate) served_json: moka::sync::Cache<String, crate::rest::transcode::Encoded>,
     /// Bounds on the SBOMs and layers inventories read.
     pub limits: ward_sbom::Limits,
 }
@@ -93,7 +93,9 @@ impl Default for VulnState {
                 .max_capacity(32 * 1024 * 1024)
                 .build(),
             served_json: moka::sync::Cache::builder()
-                .weigher(|k: &String, v: &bytes::Bytes| u32::try_from(k.len() + v.len()).unwrap_or(u32::MAX))
+                .weigher(|k: &String, v: &crate::rest::transcode::Encoded| {
+                    u32::try_from(k.len() + v.weight()).unwrap_or(u32::MAX)
+                })
                 .max_capacity(32 * 1024 * 1024)
                 .build(),
             limits: ward_sbom::Limits {
