@@ -519,7 +519,7 @@ async fn reports_follow_layers_sboms_and_the_teams_decisions() {
         until(&s, &report_path, "the fix", |r| pairs(r) == without_fix).await;
 
         // A client that accepts gzip gets the same report compressed; one
-                // that does not, plain JSON.
+        // that does not, plain JSON.
         idle(&s).await;
         let url = format!("{}{report_path}", s.base);
         let plain = s.http.get(&url).bearer_auth(&s.token).send().await.unwrap();
@@ -543,8 +543,11 @@ async fn reports_follow_layers_sboms_and_the_teams_decisions() {
                 &mut json,
             )
             .expect("gzip");
-                        let json: Value = serde_json::from_slice(&json).unwrap();
-            assert_eq!(json["vulnerabilityMatches"], plain["vulnerabilityMatches"], "[{b}] {accept}");
+            let json: Value = serde_json::from_slice(&json).unwrap();
+            assert_eq!(
+                json["vulnerabilityMatches"], plain["vulnerabilityMatches"],
+                "[{b}] {accept}"
+            );
             assert_eq!(json["id"], plain["id"], "[{b}] {accept}");
         }
         let r = s
