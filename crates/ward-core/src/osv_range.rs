@@ -255,10 +255,113 @@ pub fn parse_ranges(v: &Value) -> Vec<Range> {
         .collect()
 }
 
+/// Parses a JSON array of OSV `affected` entries, keeping each entry's
+/// ranges (as [`parse_ranges`] reads them) and `versions`. Straight into
+/// typed fields, without a [`Value`] tree in between (the package index
+/// holds these for every record of a name, and a report reads thousands);
+/// `None` when the text is not such an array of well-typed entries, so the
+/// caller can fall back to [`parse_ranges`] on its `Value`.
+pub fn parse_affected(text: &str) -> Option<Vec<(Vec<Range>, Vec<String>)>> {
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        #[serde(default)]
+        ranges: Vec<TypedRange>,
+        #[serde(default)]
+        versions: Vec<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct TypedRange {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(default)]
+        events: Vec<TypedEvent>,
+    }
+    #[derive(serde::Deserialize)]
+    struct TypedEvent {
+        introduced: Option<String>,
+        fixed: Option<String>,
+        last_affected: Option<String>,
+        limit: Option<String>,
+    }
+    let entries: Vec<Entry> = serde_json::from_str(text).ok()?;
+    Some(
+        entries
+            .into_iter()
+            .map(|e| {
+                let ranges = e
+                    .ranges
+                    .into_iter()
+                    .filter_map(|r| {
+                        let kind = match r.kind.as_str() {
+                            t if t.eq_ignore_ascii_case("SEMVER") => RangeType::Semver,
+                            t if t.eq_ignore_ascii_case("ECOSYSTEM") => RangeType::Ecosystem,
+                            t if t.eq_ignore_ascii_case("GIT") => RangeType::Git,
+                            _ => return None,
+                        };
+                        let events = r
+                            .events
+                            .into_iter()
+                            .flat_map(|e| {
+                                [
+                                    e.introduced.map(Event::Introduced),
+                                    e.fixed.map(Event::Fixed),
+                                    e.last_affected.map(Event::LastAffected),
+                                    e.limit.map(Event::Limit),
+                                ]
+                                .into_iter()
+                                .flatten()
+                            })
+                            .collect();
+                        Some(Range { kind, events })
+                    })
+                    .collect();
+                (ranges, e.versions)
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The typed reading agrees with the `Value` one wherever it answers.
+    #[test]
+    fn parse_affected_agrees_with_parse_ranges() {
+        let texts = [
+            r#"[{"ranges":[{"type":"ECOSYSTEM","events":[{"introduced":"0"},{"fixed":"1.2"}]}],"versions":["1.0"]}]"#,
+            r#"[{"ranges":[{"type":"semver","events":[{"introduced":"1.0.0","fixed":"2.0.0"},{"limit":"3"}]},{"type":"GIT","repo":"x","events":[{"introduced":"abc"}]},{"type":"OTHER","events":[]}]}]"#,
+            r#"[{"ranges":[{"type":"ECOSYSTEM","events":[{"last_affected":"4"}],"database_specific":{"a":1}}]},{"versions":[]},{}]"#,
+        ];
+        for t in texts {
+            let typed = parse_affected(t).expect(t);
+            let v: Value = serde_json::from_str(t).unwrap();
+            let by_value: Vec<(Vec<Range>, Vec<String>)> = v
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    let versions = e
+                        .get("versions")
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                        .unwrap_or_default();
+                    (parse_ranges(e.get("ranges").unwrap_or(&Value::Null)), versions)
+                })
+                .collect();
+            assert_eq!(typed, by_value, "{t}");
+        }
+        // Ill-typed entries are left to the `Value` reading.
+        for t in [
+            r#"[{"ranges":null}]"#,
+            r#"[{"versions":[1]}]"#,
+            r#"{"ranges":[]}"#,
+            "not json",
+        ] {
+            assert!(parse_affected(t).is_none(), "{t}");
+        }
+    }
 
     fn range(kind: RangeType, events: &[(&str, &str)]) -> Range {
         let events = events

@@ -61,6 +61,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0013_advisory_feeds.sql"),
     include_str!("../migrations/sqlite/0014_vulns.sql"),
     include_str!("../migrations/sqlite/0015_feed_affected.sql"),
+    include_str!("../migrations/sqlite/0016_report_stamp.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \

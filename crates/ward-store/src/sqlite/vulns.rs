@@ -25,8 +25,10 @@ fn manifest_exists(c: &Connection, repo: &str, digest: &str) -> rusqlite::Result
 
 const INVENTORY_SELECT: &str =
     "SELECT repo_uid, digest, status, error, source, sbom_digest, document, update_time FROM inventories";
+/// The stamp comes from the covering index (migration 0016): from the row
+/// it would walk the report's JSON.
 const STAMP_SELECT: &str = "SELECT i.status, i.error, i.source, r.create_time FROM inventories i \
-     LEFT JOIN vuln_reports r ON r.repo_uid = i.repo_uid AND r.digest = i.digest \
+     LEFT JOIN vuln_reports r INDEXED BY vuln_reports_stamp ON r.repo_uid = i.repo_uid AND r.digest = i.digest \
      WHERE i.repo_uid = ?1 AND i.digest = ?2";
 const REPORT_SELECT: &str = "SELECT repo_uid, digest, report, data_time, create_time FROM vuln_reports";
 
@@ -428,7 +430,10 @@ impl VulnStore for SqliteStore {
             for w in &writes {
                 if let Some(t) = w.if_created {
                     let stored: Option<i64> = c
-                        .prepare_cached("SELECT create_time FROM vuln_reports WHERE repo_uid = ?1 AND digest = ?2")?
+                        .prepare_cached(
+                            "SELECT create_time FROM vuln_reports INDEXED BY vuln_reports_stamp \
+                             WHERE repo_uid = ?1 AND digest = ?2",
+                        )?
                         .query_row([&w.report.repo_uid, &w.report.digest], |r| r.get(0))
                         .optional()?;
                     if stored != Some(t) {

@@ -191,14 +191,33 @@ fn scanner() -> v1::Scanner {
 impl Ward {
     /// The repo and digest of a per-image request, after `rule` at the repo.
     async fn image(&self, caller: &Caller, rule: &rpc::Rule, repo: &str, digest: &str) -> Result<(RepoRecord, String)> {
+        let (repo, digest) = self.image_repo(caller, rule, repo, digest).await?;
+        self.manifest_exists(&repo, &digest).await?;
+        Ok((repo, digest))
+    }
+
+    /// The repo, authorized, and the parsed digest; whether the manifest
+    /// exists is left to the caller.
+    async fn image_repo(
+        &self,
+        caller: &Caller,
+        rule: &rpc::Rule,
+        repo: &str,
+        digest: &str,
+    ) -> Result<(RepoRecord, String)> {
         let uid = Uidp::parse("repo_id", repo)?;
         let digest = Digest::parse(digest)
             .ok_or_else(|| Error::invalid("digest", "digest must be sha256:<64 hex> or sha512:<128 hex>"))?;
         let repo = self.authorized_repo(caller, rule, &uid).await?;
-        if self.store.get_manifest(&repo.uid, digest.as_str()).await?.is_none() {
-            return Err(Error::not_found(MANIFEST_TYPE, digest.as_str()));
-        }
         Ok((repo, digest.as_str().to_owned()))
+    }
+
+    /// NOT_FOUND unless the repo holds the manifest.
+    async fn manifest_exists(&self, repo: &RepoRecord, digest: &str) -> Result<()> {
+        if self.store.get_manifest(&repo.uid, digest).await?.is_none() {
+            return Err(Error::not_found(MANIFEST_TYPE, digest));
+        }
+        Ok(())
     }
 
     /// The image's inventory, ready (else UNAVAILABLE or the inventory error).
@@ -374,14 +393,16 @@ impl Ward {
         T: Clone + Send + Sync + 'static,
         E: FnOnce(tenant::VulnReport) -> Result<T> + Send + 'static,
     {
+        // An inventory exists only while its manifest does (the rows go
+        // together), so the stamp answers for the manifest too: the
+        // manifest is looked up only when there is no stamp.
         let (repo, digest) = self
-            .image(caller, &rpc::GET_VULN_REPORT, &req.repo_id, &req.digest)
+            .image_repo(caller, &rpc::GET_VULN_REPORT, &req.repo_id, &req.digest)
             .await?;
-        let stamp = self
-            .store
-            .report_stamp(&repo.uid, &digest)
-            .await?
-            .ok_or_else(|| pending(&digest))?;
+        let Some(stamp) = self.store.report_stamp(&repo.uid, &digest).await? else {
+            self.manifest_exists(&repo, &digest).await?;
+            return Err(pending(&digest));
+        };
         inventory_ready(&stamp.status, &stamp.source, &stamp.error, &digest)?;
         let created = stamp.report_time.ok_or_else(|| pending(&digest))?;
         let key = format!("{}|{digest}|{created}", repo.uid);

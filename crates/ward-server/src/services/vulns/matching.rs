@@ -444,18 +444,28 @@ pub fn applicable<'c>(packages: &[Package], candidates: &'c [FeedCandidate]) -> 
     }
     let mut keep: Vec<&FeedCandidate> = Vec::new();
     for c in candidates.iter().filter(|c| !c.withdrawn) {
-        let entries: Option<Vec<Entry>> = c.affected.as_deref().and_then(|a| serde_json::from_str(a).ok());
-        let Some(entries) = entries else {
+        let Some(affected) = c.affected.as_deref() else {
             keep.push(c);
             continue;
         };
-        let parsed: Vec<(Vec<Range>, Vec<String>)> = entries
-            .into_iter()
-            .map(|e| {
-                let versions = e.versions.iter().filter_map(Value::as_str).map(str::to_owned).collect();
-                (osv_range::parse_ranges(&e.ranges), versions)
-            })
-            .collect();
+        // Typed first (no `Value` tree: thousands of rows per report), the
+        // lenient `Value` reading for what it refuses.
+        let parsed = osv_range::parse_affected(affected).or_else(|| {
+            let entries: Vec<Entry> = serde_json::from_str(affected).ok()?;
+            Some(
+                entries
+                    .into_iter()
+                    .map(|e| {
+                        let versions = e.versions.iter().filter_map(Value::as_str).map(str::to_owned).collect();
+                        (osv_range::parse_ranges(&e.ranges), versions)
+                    })
+                    .collect::<Vec<(Vec<Range>, Vec<String>)>>(),
+            )
+        });
+        let Some(parsed) = parsed else {
+            keep.push(c);
+            continue;
+        };
         let low = c.name.to_ascii_lowercase();
         let mut hits = by_name.get(&c.name).into_iter().flatten();
         let mut low_hits = (low != c.name)

@@ -37,12 +37,18 @@ impl Ward {
         // Which records can apply, from their indexed rows: read and decided
         // in two halves of the names at once (two reader connections, two
         // cores; the decision is CPU work, off the async workers); only
-        // those records are parsed.
+        // those records are parsed. Each half's read is a task of its own:
+        // a SQLite read runs on the polling thread, so two reads in one task
+        // would run one after the other.
         let packages = Arc::new(packages);
         let halves = names.chunks(names.len().div_ceil(2).max(1)).map(|half| {
-            let (packages, scopes) = (packages.clone(), &scopes);
+            let (packages, store) = (packages.clone(), self.store.clone());
+            let (half, scopes) = (half.to_vec(), scopes.clone());
             async move {
-                let mut candidates = self.store.feed_candidates(half, scopes).await?;
+                let read = tokio::spawn(async move { store.feed_candidates(&half, &scopes).await });
+                let mut candidates = read
+                    .await
+                    .map_err(|e| Error::internal(format_args!("a candidates read failed: {e}")))??;
                 candidates.retain(|c| self.advisories_apply(&c.parent_uid, org));
                 let count = candidates.len();
                 // Every record consulted dates the report, applicable or not.
@@ -55,9 +61,37 @@ impl Ward {
                 Ok::<_, Error>((count, consulted, keep))
             }
         });
+        // The team's decisions are read beside the candidates (a third
+        // reader connection).
+        let decided = async {
+            let advisories: Vec<_> = self
+                .store
+                .advisories_naming(&names, &scopes)
+                .await?
+                .into_iter()
+                .filter(|a| self.advisories_apply(&a.parent_uid, org))
+                .collect();
+            let uids: Vec<String> = advisories.iter().map(|a| a.uid.clone()).collect();
+            let events = if uids.is_empty() {
+                Vec::new()
+            } else {
+                self.store.events_of(&uids).await?
+            };
+            let mut by_advisory: BTreeMap<&str, Vec<_>> = BTreeMap::new();
+            for e in &events {
+                by_advisory.entry(e.advisory_uid.as_str()).or_default().push(e);
+            }
+            let decisions: Vec<Decision> = advisories
+                .iter()
+                .filter_map(|a| Decision::of(a, by_advisory.get(a.uid.as_str()).map(Vec::as_slice).unwrap_or(&[])))
+                .collect();
+            Ok::<_, Error>((decisions, t0.elapsed()))
+        };
+        let (halves, decided) = futures_util::future::join(futures_util::future::join_all(halves), decided).await;
+        let (decisions, t_advisories) = decided?;
         let mut keep: Vec<FeedCandidate> = Vec::new();
         let (mut n_candidates, mut consulted) = (0, 0);
-        for half in futures_util::future::join_all(halves).await {
+        for half in halves {
             let (count, time, kept) = half?;
             n_candidates += count;
             consulted = consulted.max(time);
@@ -83,25 +117,30 @@ impl Ward {
                 .iter()
                 .map(|(_, c)| (c.parent_uid.clone(), c.id.clone()))
                 .collect();
-            let bodies: HashMap<(String, String), String> = self
-                .store
-                .feed_bodies(&keys)
-                .await?
-                .into_iter()
-                .map(|(g, id, body)| ((g, id), body))
-                .collect();
-            let parsed = self
-                .cpu(move || {
-                    misses
-                        .into_iter()
+            let bodies: Arc<HashMap<(String, String), String>> = Arc::new(
+                self.store
+                    .feed_bodies(&keys)
+                    .await?
+                    .into_iter()
+                    .map(|(g, id, body)| ((g, id), body))
+                    .collect(),
+            );
+            // Parsed in two halves at once (two cores).
+            let half = misses.len().div_ceil(2);
+            let second = misses.split_off(half);
+            let parse = |part: Vec<(String, FeedCandidate)>| {
+                let bodies = bodies.clone();
+                self.cpu(move || {
+                    part.into_iter()
                         .filter_map(|(k, c)| {
                             let body = bodies.get(&(c.parent_uid.clone(), c.id.clone()))?;
                             Record::parse(&c, body).map(|r| (k, Arc::new(r)))
                         })
                         .collect::<Vec<_>>()
                 })
-                .await?;
-            for (k, r) in parsed {
+            };
+            let (a, b) = tokio::try_join!(parse(misses), parse(second))?;
+            for (k, r) in a.into_iter().chain(b) {
                 self.vulns.records.insert(k, r.clone());
                 records.push(r);
             }
@@ -109,28 +148,6 @@ impl Ward {
         records.sort_by(|a, b| (&a.group, &a.id).cmp(&(&b.group, &b.id)));
         records.dedup_by(|a, b| a.group == b.group && a.id == b.id);
         let t_records = t0.elapsed();
-        let advisories: Vec<_> = self
-            .store
-            .advisories_naming(&names, &scopes)
-            .await?
-            .into_iter()
-            .filter(|a| self.advisories_apply(&a.parent_uid, org))
-            .collect();
-        let uids: Vec<String> = advisories.iter().map(|a| a.uid.clone()).collect();
-        let events = if uids.is_empty() {
-            Vec::new()
-        } else {
-            self.store.events_of(&uids).await?
-        };
-        let mut by_advisory: BTreeMap<&str, Vec<_>> = BTreeMap::new();
-        for e in &events {
-            by_advisory.entry(e.advisory_uid.as_str()).or_default().push(e);
-        }
-        let decisions: Vec<Decision> = advisories
-            .iter()
-            .filter_map(|a| Decision::of(a, by_advisory.get(a.uid.as_str()).map(Vec::as_slice).unwrap_or(&[])))
-            .collect();
-        let t_advisories = t0.elapsed();
         let mut eval = self.cpu(move || evaluate(&packages, &records, &decisions)).await?;
         eval.data_time = eval.data_time.max(consulted);
         // Where an evaluation's time goes (cumulative ms), for operators
@@ -140,7 +157,7 @@ impl Ward {
             candidates = n_candidates,
             kept = n_kept,
             parsed = n_parsed,
-                        candidates_ms = t_candidates.as_millis() as u64,
+            candidates_ms = t_candidates.as_millis() as u64,
             records_ms = t_records.as_millis() as u64,
             advisories_ms = t_advisories.as_millis() as u64,
             evaluated_ms = t0.elapsed().as_millis() as u64,
@@ -210,7 +227,7 @@ impl Ward {
             repo,
             digest,
             packages,
-                        matches = eval.matches.len(),
+            matches = eval.matches.len(),
             evaluated_ms,
             ms = start.elapsed().as_millis() as u64,
             "report computed"
@@ -224,67 +241,90 @@ impl Ward {
     /// and distinct set of such packages, however many images share it) and
     /// merged into its stored report; a chunk's reports are written in one
     /// transaction, each only if no other report landed since it was read
-    /// (those, and manifests without a report, are computed whole).
+    /// (those, and manifests without a report, are computed whole). Two
+    /// chunks run at once, so one chunk's reads and evaluation overlap the
+    /// other's write (the database works beside the server's two cores).
     pub(crate) async fn reevaluate_manifests(self: &Arc<Self>, names: &[String], keys: &[ManifestKey]) -> Result<()> {
-        for chunk in keys.chunks(REEVAL_CHUNK) {
-            let start = std::time::Instant::now();
-            let inventories = self.store.get_inventories(chunk).await?;
-            let reports = self.store.get_reports(chunk).await?;
-            let wanted: HashSet<String> = names.iter().cloned().collect();
-            let (merges, mut whole) = self.cpu(move || plan_merges(inventories, reports, &wanted)).await?;
-            let mut subs: HashMap<(String, String), Arc<Evaluation>> = HashMap::new();
-            for m in &merges {
-                if !subs.contains_key(&m.group) {
-                    let eval = self.evaluate_packages(&m.group.0, m.changed.clone()).await?;
-                    subs.insert(m.group.clone(), Arc::new(eval));
-                }
-            }
-            let now = self.clock.now_millis();
-            let writes = self
-                .cpu(move || {
-                    merges
-                        .into_iter()
-                        .map(|mut m| {
-                            let sub = &subs[&m.group];
-                            let purls: HashSet<&str> = m.changed.iter().map(|p| p.purl.as_str()).collect();
-                            m.old.replace_packages(&purls, sub);
-                            let (report, findings) = report_record(&m.key.0, &m.key.1, &m.old, now.max(m.created + 1))?;
-                            Ok(ReportWrite {
-                                report,
-                                findings,
-                                if_created: Some(m.created),
-                            })
-                        })
-                        .collect::<Result<Vec<_>>>()
-                })
-                .await??;
-            let written = self.store.put_reports(&writes).await?;
-            let merged = written.iter().filter(|w| **w).count();
-            whole.extend(
-                writes
-                    .iter()
-                    .zip(&written)
-                    .filter(|(_, w)| !**w)
-                    .map(|(x, _)| (x.report.repo_uid.clone(), x.report.digest.clone())),
-            );
-            for (repo, digest) in &whole {
-                self.build_report(repo, digest).await?;
-            }
-            tracing::info!(
-                target: "ward::vulns",
-                manifests = chunk.len(),
-                merged,
-                whole = whole.len(),
-                ms = start.elapsed().as_millis() as u64,
-                "reports re-evaluated"
-            );
+        use futures_util::StreamExt as _;
+        let wanted: Arc<HashSet<String>> = Arc::new(names.iter().cloned().collect());
+        let mut runs = futures_util::stream::iter(keys.chunks(REEVAL_CHUNK).map(<[_]>::to_vec))
+            .map(|chunk| {
+                let (ward, wanted) = (self.clone(), wanted.clone());
+                async move { ward.reevaluate_chunk(wanted, &chunk).await }
+            })
+            .buffer_unordered(REEVAL_CONCURRENCY);
+        while let Some(done) = runs.next().await {
+            done?;
         }
+        Ok(())
+    }
+
+    async fn reevaluate_chunk(self: &Arc<Self>, wanted: Arc<HashSet<String>>, chunk: &[ManifestKey]) -> Result<()> {
+        let start = std::time::Instant::now();
+        // Two reads at once: the reports' in a task of its own (a SQLite read
+        // runs on the polling thread).
+        let (store, keys) = (self.store.clone(), chunk.to_vec());
+        let reports = tokio::spawn(async move { store.get_reports(&keys).await });
+        let inventories = self.store.get_inventories(chunk).await?;
+        let reports = reports
+            .await
+            .map_err(|e| Error::internal(format_args!("a reports read failed: {e}")))??;
+        let (merges, mut whole) = self.cpu(move || plan_merges(inventories, reports, &wanted)).await?;
+        let mut subs: HashMap<(String, String), Arc<Evaluation>> = HashMap::new();
+        for m in &merges {
+            if !subs.contains_key(&m.group) {
+                let eval = self.evaluate_packages(&m.group.0, m.changed.clone()).await?;
+                subs.insert(m.group.clone(), Arc::new(eval));
+            }
+        }
+        let now = self.clock.now_millis();
+        let writes = self
+            .cpu(move || {
+                merges
+                    .into_iter()
+                    .map(|mut m| {
+                        let sub = &subs[&m.group];
+                        let purls: HashSet<&str> = m.changed.iter().map(|p| p.purl.as_str()).collect();
+                        m.old.replace_packages(&purls, sub);
+                        let (report, findings) = report_record(&m.key.0, &m.key.1, &m.old, now.max(m.created + 1))?;
+                        Ok(ReportWrite {
+                            report,
+                            findings,
+                            if_created: Some(m.created),
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .await??;
+        let written = self.store.put_reports(&writes).await?;
+        let merged = written.iter().filter(|w| **w).count();
+        whole.extend(
+            writes
+                .iter()
+                .zip(&written)
+                .filter(|(_, w)| !**w)
+                .map(|(x, _)| (x.report.repo_uid.clone(), x.report.digest.clone())),
+        );
+        for (repo, digest) in &whole {
+            self.build_report(repo, digest).await?;
+        }
+        tracing::info!(
+            target: "ward::vulns",
+            manifests = chunk.len(),
+            merged,
+            whole = whole.len(),
+            ms = start.elapsed().as_millis() as u64,
+            "reports re-evaluated"
+        );
         Ok(())
     }
 }
 
 /// Manifests one re-evaluation reads and writes at a time.
 const REEVAL_CHUNK: usize = 256;
+
+/// Chunks of one re-evaluation in flight at once.
+const REEVAL_CONCURRENCY: usize = 2;
 
 /// A stored report to bring up to date for some of its packages.
 struct Merge {
