@@ -19,6 +19,7 @@ use ward_core::{Error, Result};
 
 pub mod account_associations;
 pub mod advisories;
+pub mod events;
 pub mod people;
 pub mod postgres;
 pub mod registry;
@@ -164,6 +165,7 @@ pub trait Store:
     + people::PeopleStore
     + account_associations::AccountAssociationStore
     + vulns::VulnStore
+    + events::EventStore
     + Send
     + Sync
     + 'static
@@ -183,19 +185,30 @@ pub trait Store:
     async fn insert_signing_key(&self, key: &SigningKeyRecord) -> Result<()>;
     async fn delete_signing_key(&self, kid: &str) -> Result<()>;
 
-    /// Inserts a group, and with it `owner` (the creator's binding) in the same
-    /// transaction. NOT_FOUND if its parent does not exist.
-    async fn create_group(&self, group: &GroupRecord, owner: Option<&RoleBindingRecord>) -> Result<()>;
+    /// Inserts a group, and with it `owner` (the creator's binding) and the
+    /// event in the same transaction. NOT_FOUND if its parent does not exist.
+    async fn create_group(
+        &self,
+        group: &GroupRecord,
+        owner: Option<&RoleBindingRecord>,
+        emit: events::Emit<()>,
+    ) -> Result<()>;
     async fn get_group(&self, uid: &Uidp) -> Result<Option<GroupRecord>>;
     /// Sets the given fields and `update_time` in one statement (so concurrent
     /// updates of different fields never undo each other) and returns the result.
     /// `update_time` always moves forward (by 1 ms if the clock has not). NOT_FOUND
     /// if the group is gone.
-    async fn update_group(&self, uid: &Uidp, patch: &GroupPatch, now_ms: i64) -> Result<GroupRecord>;
+    async fn update_group(
+        &self,
+        uid: &Uidp,
+        patch: &GroupPatch,
+        now_ms: i64,
+        emit: events::Emit<GroupRecord>,
+    ) -> Result<GroupRecord>;
     /// Deletes a group. NOT_FOUND if absent; FAILED_PRECONDITION
     /// (RESOURCE_NOT_EMPTY, naming what is in the way) while it has children of
     /// any kind.
-    async fn delete_group(&self, uid: &Uidp) -> Result<()>;
+    async fn delete_group(&self, uid: &Uidp, emit: events::Emit<()>) -> Result<()>;
     async fn list_groups(&self, query: &ListQuery) -> Result<Page<GroupRecord>>;
 
     /// NOT_FOUND if the parent group does not exist.

@@ -23,6 +23,7 @@ use crate::{
 
 mod account_associations;
 mod advisories;
+mod events;
 mod people;
 mod reads;
 mod registry;
@@ -388,7 +389,12 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn create_group(&self, g: &GroupRecord, owner: Option<&RoleBindingRecord>) -> Result<()> {
+    async fn create_group(
+        &self,
+        g: &GroupRecord,
+        owner: Option<&RoleBindingRecord>,
+        emit: crate::events::Emit<()>,
+    ) -> Result<()> {
         let mut tx = self.begin().await?;
         if let Some(parent) = &g.parent_uid
             && !lock(&mut tx, "groups", parent, "FOR SHARE").await?
@@ -413,6 +419,7 @@ impl Store for PostgresStore {
         if let Some(b) = owner {
             insert_binding(&mut tx, b).await?;
         }
+        events::insert_event(&mut tx, &emit.record(&())).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
@@ -420,7 +427,14 @@ impl Store for PostgresStore {
         self.get_one("groups", GROUP_COLUMNS, uid).await
     }
 
-    async fn update_group(&self, uid: &Uidp, patch: &GroupPatch, now_ms: i64) -> Result<GroupRecord> {
+    async fn update_group(
+        &self,
+        uid: &Uidp,
+        patch: &GroupPatch,
+        now_ms: i64,
+        emit: crate::events::Emit<GroupRecord>,
+    ) -> Result<GroupRecord> {
+        let mut tx = self.begin().await?;
         let row: Option<GroupRecord> = sqlx::query_as(&format!(
             "UPDATE groups SET name = COALESCE($1, name), description = COALESCE($2, description), \
              update_time = CASE WHEN $3 > update_time THEN $3 ELSE update_time + 1 END \
@@ -430,13 +444,16 @@ impl Store for PostgresStore {
         .bind(&patch.description)
         .bind(now_ms)
         .bind(uid.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(|e| db_err("update group", e))?;
-        row.ok_or_else(|| Error::not_found(GROUP_TYPE, uid.as_str()))
+        let row = row.ok_or_else(|| Error::not_found(GROUP_TYPE, uid.as_str()))?;
+        events::insert_event(&mut tx, &emit.record(&row)).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        Ok(row)
     }
 
-    async fn delete_group(&self, uid: &Uidp) -> Result<()> {
+    async fn delete_group(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<()> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "groups", uid.as_str(), "FOR UPDATE").await? {
             return Err(Error::not_found(GROUP_TYPE, uid.as_str()));
@@ -468,6 +485,7 @@ impl Store for PostgresStore {
             .execute(&mut *tx)
             .await
             .map_err(|e| db_err("delete group", e))?;
+        events::insert_event(&mut tx, &emit.record(&())).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 

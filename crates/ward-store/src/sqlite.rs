@@ -40,6 +40,7 @@ use crate::{
 /// have run. Version numbers match `migrations/postgres`.
 mod account_associations;
 mod advisories;
+mod events;
 mod people;
 mod registry;
 mod vulns;
@@ -62,6 +63,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0014_vulns.sql"),
     include_str!("../migrations/sqlite/0015_feed_affected.sql"),
     include_str!("../migrations/sqlite/0016_report_stamp.sql"),
+    include_str!("../migrations/sqlite/0017_events.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
@@ -553,7 +555,12 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn create_group(&self, g: &GroupRecord, owner: Option<&RoleBindingRecord>) -> Result<()> {
+    async fn create_group(
+        &self,
+        g: &GroupRecord,
+        owner: Option<&RoleBindingRecord>,
+        emit: crate::events::Emit<()>,
+    ) -> Result<()> {
         let (g, owner) = (g.clone(), owner.cloned());
         self.write("create group", move |c| {
             let tx = c.savepoint()?;
@@ -579,6 +586,7 @@ impl Store for SqliteStore {
             if let Some(b) = &owner {
                 insert_binding(&tx, b)?;
             }
+            events::insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -590,23 +598,36 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn update_group(&self, uid: &Uidp, patch: &GroupPatch, now_ms: i64) -> Result<GroupRecord> {
+    async fn update_group(
+        &self,
+        uid: &Uidp,
+        patch: &GroupPatch,
+        now_ms: i64,
+        emit: crate::events::Emit<GroupRecord>,
+    ) -> Result<GroupRecord> {
         let (key, patch) = (uid.as_str().to_owned(), patch.clone());
         let row = self
             .write("update group", move |c| {
-                c.prepare_cached(&format!(
-                    "UPDATE groups SET name = COALESCE(?1, name), description = COALESCE(?2, description), \
-                     update_time = CASE WHEN ?3 > update_time THEN ?3 ELSE update_time + 1 END \
-                     WHERE uid = ?4 RETURNING {GROUP_COLUMNS}"
-                ))?
-                .query_row(params![patch.name, patch.description, now_ms, key], group_from_row)
-                .optional()
+                let tx = c.savepoint()?;
+                let row = tx
+                    .prepare_cached(&format!(
+                        "UPDATE groups SET name = COALESCE(?1, name), description = COALESCE(?2, description), \
+                         update_time = CASE WHEN ?3 > update_time THEN ?3 ELSE update_time + 1 END \
+                         WHERE uid = ?4 RETURNING {GROUP_COLUMNS}"
+                    ))?
+                    .query_row(params![patch.name, patch.description, now_ms, key], group_from_row)
+                    .optional()?;
+                if let Some(g) = &row {
+                    events::insert_event(&tx, &emit.record(g))?;
+                }
+                tx.commit()?;
+                Ok(row)
             })
             .await?;
         row.ok_or_else(|| Error::not_found(GROUP_TYPE, uid.as_str()))
     }
 
-    async fn delete_group(&self, uid: &Uidp) -> Result<()> {
+    async fn delete_group(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<()> {
         let u = uid.clone();
         self.write("delete group", move |c| {
             let tx = c.savepoint()?;
@@ -635,6 +656,7 @@ impl Store for SqliteStore {
                 return Ok(Err(group_not_empty(&u, &kinds)));
             }
             tx.execute("DELETE FROM groups WHERE uid = ?1", [u.as_str()])?;
+            events::insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })

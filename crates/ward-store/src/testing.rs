@@ -128,3 +128,21 @@ pub async fn stores() -> Vec<OpenStore> {
     }
     v
 }
+
+/// An event for a store write made by a test (the store requires one with
+/// every write that records events).
+pub fn emit<R>() -> crate::events::Emit<R> {
+    let id = format!("test-{:032x}", rand::thread_rng().r#gen::<u128>());
+    crate::events::Emit::fixed(crate::events::EventRecord {
+        seq: 0,
+        id,
+        event_type: "dev.ward.test.v1".into(),
+        subject: String::new(),
+        group_uid: String::new(),
+        actor: String::new(),
+        act: "{}".into(),
+        body: "{}".into(),
+        audience: crate::events::CUSTOMER.into(),
+        time: 0,
+    })
+}

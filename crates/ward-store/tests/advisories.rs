@@ -34,6 +34,7 @@ async fn org(s: &dyn Store) -> Uidp {
             kind: 0,
         },
         None,
+        ward_store::testing::emit(),
     )
     .await
     .expect("create org");

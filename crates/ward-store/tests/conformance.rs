@@ -40,7 +40,7 @@ struct Backend {
 impl Backend {
     async fn create(&self, g: &GroupRecord) {
         self.store
-            .create_group(g, None)
+            .create_group(g, None, ward_store::testing::emit())
             .await
             .unwrap_or_else(|e| panic!("{}: create {}: {e:?}", self.name, g.name));
     }
@@ -279,7 +279,7 @@ async fn create_under_missing_parent_is_not_found() {
         assert_not_found(
             b.name,
             "create under a missing parent",
-            b.store.create_group(&orphan, None).await,
+            b.store.create_group(&orphan, None, ward_store::testing::emit()).await,
         );
         assert_eq!(b.get(&orphan).await, None, "{}: the orphan must not be stored", b.name);
     }
@@ -323,7 +323,10 @@ async fn update_sets_only_given_fields() {
             (GroupPatch::default(), T0 + 4),
         ];
         for (patch, now) in steps {
-            let got = b.store.update_group(&uid, &patch, now).await;
+            let got = b
+                .store
+                .update_group(&uid, &patch, now, ward_store::testing::emit())
+                .await;
             if let Some(n) = &patch.name {
                 expected.name = n.clone();
             }
@@ -351,7 +354,9 @@ async fn update_sets_only_given_fields() {
         assert_not_found(
             name,
             "update a missing group",
-            b.store.update_group(&missing, &patch, T0).await,
+            b.store
+                .update_group(&missing, &patch, T0, ward_store::testing::emit())
+                .await,
         );
     }
 }
@@ -368,15 +373,19 @@ async fn delete_requires_existing_and_empty() {
         assert_not_found(
             name,
             "delete a missing group",
-            b.store.delete_group(&uidp(&root("x").uid)).await,
+            b.store
+                .delete_group(&uidp(&root("x").uid), ward_store::testing::emit())
+                .await,
         );
         assert_not_found(
             name,
             "delete a missing child",
-            b.store.delete_group(&parent_uid.new_child()).await,
+            b.store
+                .delete_group(&parent_uid.new_child(), ward_store::testing::emit())
+                .await,
         );
 
-        match b.store.delete_group(&parent_uid).await {
+        match b.store.delete_group(&parent_uid, ward_store::testing::emit()).await {
             Err(Error::FailedPrecondition(v)) => {
                 assert_eq!(
                     v.first().map(|p| p.kind.as_str()),
@@ -393,16 +402,20 @@ async fn delete_requires_existing_and_empty() {
         );
 
         b.store
-            .delete_group(&kid_uid)
+            .delete_group(&kid_uid, ward_store::testing::emit())
             .await
             .unwrap_or_else(|e| panic!("{name}: delete child: {e:?}"));
         assert_eq!(b.get(&kid).await, None, "{name}: child gone");
         b.store
-            .delete_group(&parent_uid)
+            .delete_group(&parent_uid, ward_store::testing::emit())
             .await
             .unwrap_or_else(|e| panic!("{name}: delete emptied parent: {e:?}"));
         assert_eq!(b.get(&parent).await, None, "{name}: parent gone");
-        assert_not_found(name, "delete twice", b.store.delete_group(&parent_uid).await);
+        assert_not_found(
+            name,
+            "delete twice",
+            b.store.delete_group(&parent_uid, ward_store::testing::emit()).await,
+        );
     }
 }
 
@@ -1036,7 +1049,7 @@ async fn concurrent_creates_under_one_parent() {
                     for i in 0..PER_TASK {
                         let g = child(&parent, &format!("t{t}-{i}"));
                         store
-                            .create_group(&g, None)
+                            .create_group(&g, None, ward_store::testing::emit())
                             .await
                             .map_err(|e| format!("{}: {e:?}", g.name))?;
                         created.push(g);
@@ -1073,7 +1086,10 @@ async fn concurrent_creates_under_one_parent() {
 async fn total_count_follows_writes() {
     for b in backends().await {
         let org = root("org");
-        b.store.create_group(&org, None).await.unwrap();
+        b.store
+            .create_group(&org, None, ward_store::testing::emit())
+            .await
+            .unwrap();
         let q = query(UidpFilter {
             descendants_of: Some(uidp(&org.uid)),
             ..UidpFilter::default()
@@ -1085,12 +1101,23 @@ async fn total_count_follows_writes() {
         assert_eq!(count(q.clone()).await, 1, "{}", b.name);
         assert_eq!(count(q.clone()).await, 1, "{} (repeated)", b.name);
         let kid = child(&org, "kid");
-        b.store.create_group(&kid, None).await.unwrap();
+        b.store
+            .create_group(&kid, None, ward_store::testing::emit())
+            .await
+            .unwrap();
         assert_eq!(count(q.clone()).await, 2, "{} after create", b.name);
-        b.store.delete_group(&uidp(&kid.uid)).await.unwrap();
+        b.store
+            .delete_group(&uidp(&kid.uid), ward_store::testing::emit())
+            .await
+            .unwrap();
         assert_eq!(count(q.clone()).await, 1, "{} after delete", b.name);
         // A failed write changes nothing and the count stays right.
-        assert!(b.store.delete_group(&uidp(&kid.uid)).await.is_err());
+        assert!(
+            b.store
+                .delete_group(&uidp(&kid.uid), ward_store::testing::emit())
+                .await
+                .is_err()
+        );
         assert_eq!(count(q).await, 1, "{} after a failed delete", b.name);
     }
 }
@@ -1107,7 +1134,7 @@ async fn total_count_is_exact_across_replicas() {
         let a = ward_store::open(&db.url).await.expect("open a");
         let b = ward_store::open(&db.url).await.expect("open b");
         let org = root("org");
-        a.create_group(&org, None).await.unwrap();
+        a.create_group(&org, None, ward_store::testing::emit()).await.unwrap();
         let q = query(UidpFilter {
             descendants_of: Some(uidp(&org.uid)),
             ..UidpFilter::default()
@@ -1119,7 +1146,7 @@ async fn total_count_is_exact_across_replicas() {
         assert_eq!(count(&a).await, 1);
         assert_eq!(count(&a).await, 1, "repeated (cached)");
         let kid = child(&org, "kid");
-        b.create_group(&kid, None).await.unwrap();
+        b.create_group(&kid, None, ward_store::testing::emit()).await.unwrap();
         assert_eq!(count(&a).await, 2, "after another server's create");
         b.update_group(
             &uidp(&kid.uid),
@@ -1128,6 +1155,7 @@ async fn total_count_is_exact_across_replicas() {
                 ..GroupPatch::default()
             },
             T0 + 1,
+            ward_store::testing::emit(),
         )
         .await
         .unwrap();
@@ -1138,7 +1166,9 @@ async fn total_count_is_exact_across_replicas() {
             1,
             "a filter on an updated column"
         );
-        b.delete_group(&uidp(&kid.uid)).await.unwrap();
+        b.delete_group(&uidp(&kid.uid), ward_store::testing::emit())
+            .await
+            .unwrap();
         assert_eq!(count(&a).await, 1, "after another server's delete");
         assert_eq!(a.list_groups(&named).await.unwrap().total_count, 0);
         // Bindings are listed through a view over four tables: a write to
@@ -1247,7 +1277,9 @@ async fn subtree_counts_follow_creates_and_deletes() {
             })
             .expect("an empty leaf");
         let leaf = groups.remove(leaf);
-        s.delete_group(&uidp(&leaf.uid)).await.unwrap();
+        s.delete_group(&uidp(&leaf.uid), ward_store::testing::emit())
+            .await
+            .unwrap();
         check(groups, identities, bindings).await;
     }
 }
@@ -1947,10 +1979,14 @@ async fn iam_delete_constraints() {
         let desc = kinds_of(&precondition(
             name,
             "team with a binding",
-            s.delete_group(&uidp(&team.uid)).await,
+            s.delete_group(&uidp(&team.uid), ward_store::testing::emit()).await,
         ));
         assert_eq!(desc, "cannot delete group with child role bindings", "{name}");
-        let desc = kinds_of(&precondition(name, "org", s.delete_group(&uidp(&org.uid)).await));
+        let desc = kinds_of(&precondition(
+            name,
+            "org",
+            s.delete_group(&uidp(&org.uid), ward_store::testing::emit()).await,
+        ));
         assert_eq!(
             desc, "cannot delete group with child groups, identities, roles, role bindings",
             "{name}"
@@ -1964,7 +2000,11 @@ async fn iam_delete_constraints() {
                 1 => s.create_role(&role_record(Some(&g), "x", "103")).await.unwrap(),
                 _ => b.create(&child(&g, "x")).await,
             }
-            let desc = kinds_of(&precondition(name, kind, s.delete_group(&uidp(&g.uid)).await));
+            let desc = kinds_of(&precondition(
+                name,
+                kind,
+                s.delete_group(&uidp(&g.uid), ward_store::testing::emit()).await,
+            ));
             assert_eq!(desc, format!("cannot delete group with child {kind}"), "{name}");
             assert!(b.get(&g).await.is_some(), "{name}: {kind}: kept");
         }
@@ -1973,7 +2013,7 @@ async fn iam_delete_constraints() {
         for x in [&b1, &b2] {
             assert!(s.delete_binding(&uidp(&x.uid)).await.unwrap(), "{name}");
         }
-        s.delete_group(&uidp(&team.uid))
+        s.delete_group(&uidp(&team.uid), ward_store::testing::emit())
             .await
             .unwrap_or_else(|e| panic!("{name}: emptied team: {e:?}"));
         s.delete_identity(&uidp(&id.uid))

@@ -37,6 +37,7 @@ async fn org(s: &dyn Store) -> Uidp {
             kind: 0,
         },
         None,
+        ward_store::testing::emit(),
     )
     .await
     .expect("create org");
@@ -144,7 +145,7 @@ async fn repos_are_unique_per_org_and_block_group_deletes() {
             b.name
         );
 
-        let e = s.delete_group(&o).await.unwrap_err();
+        let e = s.delete_group(&o, ward_store::testing::emit()).await.unwrap_err();
         assert!(format!("{e:?}").contains("repos"), "{}: {e:?}", b.name);
 
         // Catalog: visible scopes, after a position, in (org, name) order.
@@ -166,7 +167,9 @@ async fn repos_are_unique_per_org_and_block_group_deletes() {
         for uid in [&r.uid, &second.uid] {
             s.delete_repo(&Uidp::parse("u", uid).unwrap()).await.unwrap();
         }
-        s.delete_group(&o).await.expect("empty group deletes");
+        s.delete_group(&o, ward_store::testing::emit())
+            .await
+            .expect("empty group deletes");
     }
 }
 

@@ -12,7 +12,10 @@ use ward_proto::iam::v2::{
 };
 use ward_store::{GROUP_TYPE, GroupPatch, GroupRecord, RoleBindingRecord};
 
+use ward_store::events::Emit;
+
 use super::UpdateMask;
+use super::events;
 use super::list::ListParams;
 use crate::authz::Caller;
 use crate::ward::Ward;
@@ -128,7 +131,11 @@ impl Ward {
             update_time: now,
             kind,
         };
-        self.store.create_group(&record, owner.as_ref()).await?;
+        let body = events::body(&to_proto(record.clone()));
+        let head = self.event(caller, events::types::GROUP_CREATED, &record.uid, &record.uid, body);
+        self.store
+            .create_group(&record, owner.as_ref(), Emit::fixed(head))
+            .await?;
         if owner.is_some() {
             self.grants_changed();
         }
@@ -299,13 +306,31 @@ impl Ward {
                 .ok_or_else(|| Error::not_found(GROUP_TYPE, uid.as_str()))?;
             return Ok(to_proto(record));
         }
-        let record = self.store.update_group(&uid, &patch, self.clock.now_millis()).await?;
+        let head = self.event(
+            caller,
+            events::types::GROUP_UPDATED,
+            uid.as_str(),
+            uid.as_str(),
+            String::new(),
+        );
+        let emit = Emit::new(head, |g: &GroupRecord| events::body(&to_proto(g.clone())));
+        let record = self
+            .store
+            .update_group(&uid, &patch, self.clock.now_millis(), emit)
+            .await?;
         Ok(to_proto(record))
     }
 
     pub async fn delete_group(&self, caller: &Caller, req: DeleteGroupRequest) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.authorize(caller, &rpc::DELETE_GROUP, &uid)?;
-        self.store.delete_group(&uid).await
+        let head = self.event(
+            caller,
+            events::types::GROUP_DELETED,
+            uid.as_str(),
+            uid.as_str(),
+            "{}".into(),
+        );
+        self.store.delete_group(&uid, Emit::fixed(head)).await
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod account_associations;
 pub mod advisories;
+pub mod events;
 pub mod groups;
 pub mod identities;
 mod list;

@@ -1,0 +1,79 @@
+//! The events Ward's writes emit: their CloudEvent types, and the head of
+//! each event (id, subject, group, actor, time) a write hands the store
+//! with the change. The store writes the event in the change's transaction
+//! (see `ward_store::events`).
+
+use serde::Serialize;
+use ward_store::events::{CUSTOMER, EventRecord};
+
+use crate::authz::Caller;
+use crate::ward::Ward;
+
+/// CloudEvent types, as the contract's `chainguard.annotations.events` name
+/// them.
+pub mod types {
+    pub const GROUP_CREATED: &str = "dev.chainguard.api.iam.group.created.v1";
+    pub const GROUP_UPDATED: &str = "dev.chainguard.api.iam.group.updated.v1";
+    pub const GROUP_DELETED: &str = "dev.chainguard.api.iam.group.deleted.v1";
+}
+
+/// A new CloudEvent id: a random (version 4) UUID.
+fn new_id() -> String {
+    let mut b: [u8; 16] = rand::random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex::encode(b);
+    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+}
+
+/// A message's proto3 JSON, the body of its event.
+pub(crate) fn body<T: Serialize>(m: &T) -> String {
+    // Ward's messages always serialize; an empty object would still be a
+    // well-formed body.
+    serde_json::to_string(m).unwrap_or_else(|_| "{}".into())
+}
+
+impl Ward {
+    /// The head of the event `caller`'s write of `subject` (in `group`)
+    /// emits; its body is `body` unless the store renders it from the
+    /// write's result.
+    pub(crate) fn event(
+        &self,
+        caller: &Caller,
+        event_type: &str,
+        subject: &str,
+        group: &str,
+        body: String,
+    ) -> EventRecord {
+        let act = caller
+            .claims
+            .act
+            .as_ref()
+            .and_then(|a| serde_json::to_string(a).ok())
+            .unwrap_or_else(|| "{}".into());
+        EventRecord {
+            seq: 0,
+            id: new_id(),
+            event_type: event_type.to_owned(),
+            subject: subject.to_owned(),
+            group_uid: group.to_owned(),
+            actor: caller.subject.clone(),
+            act,
+            body,
+            audience: CUSTOMER.to_owned(),
+            time: self.clock.now_millis(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ids_are_version_4_uuids() {
+        let a = super::new_id();
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"), "{a}");
+        assert_ne!(a, super::new_id());
+    }
+}

@@ -1,0 +1,155 @@
+//! The event log: each change's CloudEvent, written by the store in the same
+//! transaction as the change (an outbox), so a change that commits always
+//! has its event and one that rolls back never does. The audit trail reads
+//! it; delivery to subscriptions reads it too.
+//!
+//! A write that records an event takes an [`Emit`]: the event's head (type,
+//! subject, group, actor, time) and how to render its body from what the
+//! write produced. Taking one is part of the write's signature, so a write
+//! cannot forget its event.
+
+use async_trait::async_trait;
+use ward_core::Result;
+
+/// An event as stored. `seq` orders the log (assigned on insert; 0 before).
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct EventRecord {
+    pub seq: i64,
+    /// The CloudEvent id (a UUID): stable across delivery attempts.
+    pub id: String,
+    /// The CloudEvent type (`dev.chainguard.api.iam.group.created.v1`).
+    #[sqlx(rename = "type")]
+    pub event_type: String,
+    /// The uid of the resource the event is about (`Ce-Subject`).
+    pub subject: String,
+    /// The group the event belongs to (`Ce-Group`): who may read it and
+    /// which subscriptions receive it (those at or above it).
+    pub group_uid: String,
+    /// The caller's identity (`actor.subject`).
+    pub actor: String,
+    /// The caller's delegation chain (`actor.act`), JSON; `{}` when none.
+    pub act: String,
+    /// The RPC's response, proto3 JSON.
+    pub body: String,
+    /// `customer` (delivered to subscriptions) or `internal` (audit only).
+    pub audience: String,
+    /// Milliseconds since the Unix epoch.
+    pub time: i64,
+}
+
+/// The audience of events delivered to subscriptions.
+pub const CUSTOMER: &str = "customer";
+
+/// What a write emits: the head of its event and the body rendered from the
+/// write's result, inside the write's transaction.
+pub struct Emit<R> {
+    head: EventRecord,
+    render: Box<dyn FnOnce(&R) -> String + Send>,
+}
+
+impl<R> Emit<R> {
+    /// An event whose body is rendered from the write's result.
+    pub fn new(head: EventRecord, render: impl FnOnce(&R) -> String + Send + 'static) -> Self {
+        Emit {
+            head,
+            render: Box::new(render),
+        }
+    }
+
+    /// An event whose body is known before the write (`head.body`).
+    pub fn fixed(head: EventRecord) -> Self {
+        Emit {
+            head,
+            render: Box::new(|_| String::new()),
+        }
+    }
+
+    /// The event to store for the write's `result`.
+    pub fn record(self, result: &R) -> EventRecord {
+        let mut e = self.head;
+        let body = (self.render)(result);
+        if !body.is_empty() {
+            e.body = body;
+        }
+        e
+    }
+}
+
+impl<R> std::fmt::Debug for Emit<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emit").field("head", &self.head).finish_non_exhaustive()
+    }
+}
+
+/// Which events an audit read returns: those of groups within one of
+/// `scopes`, newest first, before `before_seq` when set.
+#[derive(Clone, Debug, Default)]
+pub struct EventQuery {
+    pub scopes: Vec<String>,
+    /// Any of these types; empty: every type.
+    pub types: Vec<String>,
+    pub actor: Option<String>,
+    /// Time range, inclusive, in milliseconds.
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub before_seq: Option<i64>,
+    pub limit: u32,
+}
+
+#[async_trait]
+pub trait EventStore {
+    /// Events matching `q`, newest first, at most `q.limit`.
+    async fn list_events(&self, q: &EventQuery) -> Result<Vec<EventRecord>>;
+    /// Deletes events older than `before` (milliseconds), at most `limit` of
+    /// them; returns how many went.
+    async fn prune_events(&self, before: i64, limit: u32) -> Result<u64>;
+}
+
+/// The event log's columns, in [`EventRecord`]'s order.
+pub(crate) const EVENT_COLUMNS: &str = "seq, id, type, subject, group_uid, actor, act, body, audience, time";
+
+/// SQL for `q`'s conditions after `WHERE`, with placeholders from 1 (`?N`
+/// on SQLite, `$N` on PostgreSQL), and the values to bind in order.
+pub(crate) fn query_sql(q: &EventQuery, dollar: bool) -> (String, Vec<QueryValue>) {
+    let mut binds: Vec<QueryValue> = Vec::new();
+    let p = |n: usize| if dollar { format!("${n}") } else { format!("?{n}") };
+    let mut parts = vec![crate::vulns::within_sql("group_uid", q.scopes.len(), 1, dollar)];
+    binds.extend(q.scopes.iter().cloned().map(QueryValue::Text));
+    if !q.types.is_empty() {
+        let list: Vec<String> = (0..q.types.len()).map(|i| p(binds.len() + 1 + i)).collect();
+        parts.push(format!("type IN ({})", list.join(", ")));
+        binds.extend(q.types.iter().cloned().map(QueryValue::Text));
+    }
+    if let Some(a) = &q.actor {
+        parts.push(format!("actor = {}", p(binds.len() + 1)));
+        binds.push(QueryValue::Text(a.clone()));
+    }
+    if let Some(t) = q.since {
+        parts.push(format!("time >= {}", p(binds.len() + 1)));
+        binds.push(QueryValue::Int(t));
+    }
+    if let Some(t) = q.until {
+        parts.push(format!("time <= {}", p(binds.len() + 1)));
+        binds.push(QueryValue::Int(t));
+    }
+    if let Some(s) = q.before_seq {
+        parts.push(format!("seq < {}", p(binds.len() + 1)));
+        binds.push(QueryValue::Int(s));
+    }
+    let limit = p(binds.len() + 1);
+    binds.push(QueryValue::Int(i64::from(q.limit)));
+    (
+        format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE {} ORDER BY seq DESC LIMIT {limit}",
+            parts.join(" AND ")
+        ),
+        binds,
+    )
+}
+
+/// A value bound into [`query_sql`]'s statement.
+#[derive(Clone, Debug)]
+pub(crate) enum QueryValue {
+    Text(String),
+    Int(i64),
+}

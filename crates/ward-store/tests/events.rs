@@ -1,0 +1,209 @@
+//! The event log on both backends: a write's event commits with it and only
+//! with it, and the audit read filters by scope, type, actor, time and page.
+
+use ward_core::Error;
+use ward_core::uidp::Uidp;
+use ward_store::events::{CUSTOMER, Emit, EventQuery, EventRecord};
+use ward_store::testing;
+use ward_store::{GroupPatch, GroupRecord};
+
+fn group(uid: &Uidp, name: &str) -> GroupRecord {
+    GroupRecord {
+        uid: uid.as_str().into(),
+        parent_uid: uid.parent().map(String::from),
+        name: name.into(),
+        description: String::new(),
+        verified: false,
+        create_time: 1,
+        update_time: 1,
+        kind: 0,
+    }
+}
+
+/// An event head; `id` is made unique by the caller.
+fn head(id: &str, event_type: &str, group: &Uidp, actor: &str, time: i64) -> EventRecord {
+    EventRecord {
+        seq: 0,
+        id: id.into(),
+        event_type: event_type.into(),
+        subject: group.as_str().into(),
+        group_uid: group.as_str().into(),
+        actor: actor.into(),
+        act: "{}".into(),
+        body: format!("{{\"uid\":\"{}\"}}", group.as_str()),
+        audience: CUSTOMER.into(),
+        time,
+    }
+}
+
+fn all(scopes: &[&Uidp]) -> EventQuery {
+    EventQuery {
+        scopes: scopes.iter().map(|s| s.as_str().to_owned()).collect(),
+        limit: 100,
+        ..EventQuery::default()
+    }
+}
+
+fn ids(events: &[EventRecord]) -> Vec<&str> {
+    events.iter().map(|e| e.id.as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_event_commits_with_its_write_and_only_with_it() {
+    for b in testing::stores().await {
+        let s = &b.store;
+        let name = b.name;
+        let org = Uidp::new_root();
+        let team = org.new_child();
+        let other = Uidp::new_root();
+        s.create_group(
+            &group(&org, "org"),
+            None,
+            Emit::fixed(head("e1", "created", &org, "alice", 10)),
+        )
+        .await
+        .unwrap();
+        s.create_group(
+            &group(&team, "team"),
+            None,
+            Emit::fixed(head("e2", "created", &team, "bob", 20)),
+        )
+        .await
+        .unwrap();
+        s.create_group(
+            &group(&other, "other"),
+            None,
+            Emit::fixed(head("e3", "created", &other, "alice", 30)),
+        )
+        .await
+        .unwrap();
+
+        // Refused writes leave no event: a missing parent, a group with
+        // children, an update of a missing group.
+        let orphan = Uidp::new_root().new_child();
+        let refused = s
+            .create_group(
+                &group(&orphan, "orphan"),
+                None,
+                Emit::fixed(head("x1", "created", &orphan, "alice", 40)),
+            )
+            .await;
+        assert!(matches!(refused, Err(Error::NotFound { .. })), "{name}: {refused:?}");
+        let refused = s
+            .delete_group(&org, Emit::fixed(head("x2", "deleted", &org, "alice", 41)))
+            .await;
+        assert!(
+            matches!(refused, Err(Error::FailedPrecondition(_))),
+            "{name}: {refused:?}"
+        );
+        let patch = GroupPatch {
+            name: Some("renamed".into()),
+            description: None,
+        };
+        let missing = org.new_child();
+        let refused = s
+            .update_group(
+                &missing,
+                &patch,
+                42,
+                Emit::new(head("x3", "updated", &missing, "alice", 42), |_| String::new()),
+            )
+            .await;
+        assert!(matches!(refused, Err(Error::NotFound { .. })), "{name}: {refused:?}");
+
+        // An update's body is rendered from the updated row.
+        let updated = s
+            .update_group(
+                &team,
+                &patch,
+                50,
+                Emit::new(head("e4", "updated", &team, "alice", 50), |g: &GroupRecord| {
+                    format!("{{\"name\":\"{}\",\"updateTime\":{}}}", g.name, g.update_time)
+                }),
+            )
+            .await
+            .unwrap();
+        s.delete_group(&team, Emit::fixed(head("e5", "deleted", &team, "bob", 60)))
+            .await
+            .unwrap();
+
+        // The org's log: its own events and its descendants', newest first;
+        // never the other organization's, never a refused write's.
+        let log = s.list_events(&all(&[&org])).await.unwrap();
+        assert_eq!(ids(&log), ["e5", "e4", "e2", "e1"], "{name}");
+        assert!(
+            log.windows(2).all(|w| w[0].seq > w[1].seq),
+            "{name}: seq orders the log"
+        );
+        let e4 = &log[1];
+        assert_eq!(
+            e4.body,
+            format!("{{\"name\":\"renamed\",\"updateTime\":{}}}", updated.update_time),
+            "{name}"
+        );
+        assert_eq!(e4.subject, team.as_str(), "{name}");
+        assert_eq!(e4.event_type, "updated", "{name}");
+        assert_eq!(ids(&s.list_events(&all(&[&other])).await.unwrap()), ["e3"], "{name}");
+        assert_eq!(
+            ids(&s.list_events(&all(&[&team])).await.unwrap()),
+            ["e5", "e4", "e2"],
+            "{name}"
+        );
+        assert!(
+            s.list_events(&all(&[])).await.unwrap().is_empty(),
+            "{name}: no scope, nothing"
+        );
+
+        // Filters: type, actor, time range, and pages by seq.
+        let q = EventQuery {
+            types: vec!["created".into(), "deleted".into()],
+            ..all(&[&org, &other])
+        };
+        assert_eq!(
+            ids(&s.list_events(&q).await.unwrap()),
+            ["e5", "e3", "e2", "e1"],
+            "{name}: types"
+        );
+        let q = EventQuery {
+            actor: Some("bob".into()),
+            ..all(&[&org, &other])
+        };
+        assert_eq!(ids(&s.list_events(&q).await.unwrap()), ["e5", "e2"], "{name}: actor");
+        let q = EventQuery {
+            since: Some(20),
+            until: Some(50),
+            ..all(&[&org, &other])
+        };
+        assert_eq!(
+            ids(&s.list_events(&q).await.unwrap()),
+            ["e4", "e3", "e2"],
+            "{name}: time range"
+        );
+        let first = s
+            .list_events(&EventQuery {
+                limit: 2,
+                ..all(&[&org, &other])
+            })
+            .await
+            .unwrap();
+        assert_eq!(ids(&first), ["e5", "e4"], "{name}: first page");
+        let next = s
+            .list_events(&EventQuery {
+                limit: 2,
+                before_seq: Some(first[1].seq),
+                ..all(&[&org, &other])
+            })
+            .await
+            .unwrap();
+        assert_eq!(ids(&next), ["e3", "e2"], "{name}: next page");
+
+        // Pruning takes the oldest first, at most `limit` at a time.
+        assert_eq!(s.prune_events(35, 1).await.unwrap(), 1, "{name}");
+        assert_eq!(s.prune_events(35, 10).await.unwrap(), 2, "{name}");
+        assert_eq!(
+            ids(&s.list_events(&all(&[&org, &other])).await.unwrap()),
+            ["e5", "e4"],
+            "{name}: pruned"
+        );
+    }
+}
