@@ -229,11 +229,17 @@ pub trait Store:
     /// Inserts or refreshes the built-in roles (idempotent; every start).
     async fn upsert_builtin_roles(&self, roles: &[RoleRecord]) -> Result<()>;
     /// NOT_FOUND if the parent group does not exist.
-    async fn create_role(&self, role: &RoleRecord) -> Result<()>;
+    async fn create_role(&self, role: &RoleRecord, emit: events::Emit<()>) -> Result<()>;
     async fn get_role(&self, uid: &Uidp) -> Result<Option<RoleRecord>>;
-    async fn update_role(&self, uid: &Uidp, patch: &RolePatch, now_ms: i64) -> Result<RoleRecord>;
+    async fn update_role(
+        &self,
+        uid: &Uidp,
+        patch: &RolePatch,
+        now_ms: i64,
+        emit: events::Emit<RoleRecord>,
+    ) -> Result<RoleRecord>;
     /// FAILED_PRECONDITION while the role is bound.
-    async fn delete_role(&self, uid: &Uidp) -> Result<()>;
+    async fn delete_role(&self, uid: &Uidp, emit: events::Emit<()>) -> Result<()>;
     async fn list_roles(&self, query: &ListQuery) -> Result<Page<RoleRecord>>;
 
     /// NOT_FOUND if the group, identity or role does not exist.

@@ -252,6 +252,16 @@ impl PostgresStore {
         parent: Option<&str>,
         insert: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
     ) -> Result<()> {
+        self.insert_under_group_emitting(parent, insert, None).await
+    }
+
+    /// [`Self::insert_under_group`], with the write's event when it has one.
+    async fn insert_under_group_emitting(
+        &self,
+        parent: Option<&str>,
+        insert: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
+        event: Option<crate::events::EventRecord>,
+    ) -> Result<()> {
         let mut tx = self.begin().await?;
         if let Some(p) = parent
             && !lock(&mut tx, "groups", p, "FOR SHARE").await?
@@ -259,6 +269,9 @@ impl PostgresStore {
             return Err(Error::not_found(GROUP_TYPE, p));
         }
         insert.execute(&mut *tx).await.map_err(|e| db_err("insert", e))?;
+        if let Some(e) = &event {
+            events::insert_event(&mut tx, e).await?;
+        }
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
@@ -270,6 +283,7 @@ impl PostgresStore {
         kind: &'static str,
         column: &str,
         uid: &Uidp,
+        event: Option<crate::events::EventRecord>,
     ) -> Result<()> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, table, uid.as_str(), "FOR UPDATE").await? {
@@ -284,6 +298,9 @@ impl PostgresStore {
             .execute(&mut *tx)
             .await
             .map_err(|e| db_err("delete", e))?;
+        if let Some(e) = &event {
+            events::insert_event(&mut tx, e).await?;
+        }
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 }
@@ -532,7 +549,7 @@ impl Store for PostgresStore {
     }
 
     async fn delete_identity(&self, uid: &Uidp) -> Result<()> {
-        self.delete_unless_bound("identities", "identity", IDENTITY_TYPE, "identity_uid", uid)
+        self.delete_unless_bound("identities", "identity", IDENTITY_TYPE, "identity_uid", uid, None)
             .await
     }
 
@@ -561,7 +578,7 @@ impl Store for PostgresStore {
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
-    async fn create_role(&self, r: &RoleRecord) -> Result<()> {
+    async fn create_role(&self, r: &RoleRecord, emit: crate::events::Emit<()>) -> Result<()> {
         let sql = format!("INSERT INTO roles ({ROLE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
         let insert = sqlx::query(&sql)
             .bind(&r.uid)
@@ -571,14 +588,22 @@ impl Store for PostgresStore {
             .bind(&r.capabilities)
             .bind(r.create_time)
             .bind(r.update_time);
-        self.insert_under_group(r.parent_uid.as_deref(), insert).await
+        self.insert_under_group_emitting(r.parent_uid.as_deref(), insert, Some(emit.record(&())))
+            .await
     }
 
     async fn get_role(&self, uid: &Uidp) -> Result<Option<RoleRecord>> {
         self.get_one("roles", ROLE_COLUMNS, uid).await
     }
 
-    async fn update_role(&self, uid: &Uidp, p: &RolePatch, now_ms: i64) -> Result<RoleRecord> {
+    async fn update_role(
+        &self,
+        uid: &Uidp,
+        p: &RolePatch,
+        now_ms: i64,
+        emit: crate::events::Emit<RoleRecord>,
+    ) -> Result<RoleRecord> {
+        let mut tx = self.begin().await?;
         let row: Option<RoleRecord> = sqlx::query_as(&format!(
             "UPDATE roles SET name = COALESCE($1, name), description = COALESCE($2, description), \
              capabilities = COALESCE($3, capabilities), \
@@ -590,14 +615,17 @@ impl Store for PostgresStore {
         .bind(&p.capabilities)
         .bind(now_ms)
         .bind(uid.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(|e| db_err("update role", e))?;
-        row.ok_or_else(|| Error::not_found(ROLE_TYPE, uid.as_str()))
+        let row = row.ok_or_else(|| Error::not_found(ROLE_TYPE, uid.as_str()))?;
+        events::insert_event(&mut tx, &emit.record(&row)).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        Ok(row)
     }
 
-    async fn delete_role(&self, uid: &Uidp) -> Result<()> {
-        self.delete_unless_bound("roles", "role", ROLE_TYPE, "role_uid", uid)
+    async fn delete_role(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<()> {
+        self.delete_unless_bound("roles", "role", ROLE_TYPE, "role_uid", uid, Some(emit.record(&())))
             .await
     }
 

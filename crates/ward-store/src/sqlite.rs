@@ -758,7 +758,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn create_role(&self, r: &RoleRecord) -> Result<()> {
+    async fn create_role(&self, r: &RoleRecord, emit: crate::events::Emit<()>) -> Result<()> {
         let r = r.clone();
         self.write("create role", move |c| {
             let tx = c.savepoint()?;
@@ -779,6 +779,7 @@ impl Store for SqliteStore {
                     r.update_time
                 ],
             )?;
+            events::insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -790,27 +791,40 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn update_role(&self, uid: &Uidp, p: &RolePatch, now_ms: i64) -> Result<RoleRecord> {
+    async fn update_role(
+        &self,
+        uid: &Uidp,
+        p: &RolePatch,
+        now_ms: i64,
+        emit: crate::events::Emit<RoleRecord>,
+    ) -> Result<RoleRecord> {
         let (key, p) = (uid.as_str().to_owned(), p.clone());
         let row = self
             .write("update role", move |c| {
-                c.prepare_cached(&format!(
-                    "UPDATE roles SET name = COALESCE(?1, name), description = COALESCE(?2, description), \
+                let tx = c.savepoint()?;
+                let row = tx
+                    .prepare_cached(&format!(
+                        "UPDATE roles SET name = COALESCE(?1, name), description = COALESCE(?2, description), \
                      capabilities = COALESCE(?3, capabilities), \
                      update_time = CASE WHEN ?4 > update_time THEN ?4 ELSE update_time + 1 END \
                      WHERE uid = ?5 RETURNING {ROLE_COLUMNS}"
-                ))?
-                .query_row(
-                    params![p.name, p.description, p.capabilities, now_ms, key],
-                    role_from_row,
-                )
-                .optional()
+                    ))?
+                    .query_row(
+                        params![p.name, p.description, p.capabilities, now_ms, key],
+                        role_from_row,
+                    )
+                    .optional()?;
+                if let Some(r) = &row {
+                    events::insert_event(&tx, &emit.record(r))?;
+                }
+                tx.commit()?;
+                Ok(row)
             })
             .await?;
         row.ok_or_else(|| Error::not_found(ROLE_TYPE, uid.as_str()))
     }
 
-    async fn delete_role(&self, uid: &Uidp) -> Result<()> {
+    async fn delete_role(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<()> {
         let u = uid.clone();
         self.write("delete role", move |c| {
             let tx = c.savepoint()?;
@@ -822,6 +836,7 @@ impl Store for SqliteStore {
                 return Ok(Err(still_bound("role", &u, &bound)));
             }
             tx.execute("DELETE FROM roles WHERE uid = ?1", [u.as_str()])?;
+            events::insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })

@@ -1176,7 +1176,7 @@ async fn total_count_is_exact_across_replicas() {
         let ident = identity_record(&org, "robot");
         let role = role_record(Some(&org), "viewer", "groups.list");
         b.create_identity(&ident).await.unwrap();
-        b.create_role(&role).await.unwrap();
+        b.create_role(&role, ward_store::testing::emit()).await.unwrap();
         let bq = query(UidpFilter {
             descendants_of: Some(uidp(&org.uid)),
             ..UidpFilter::default()
@@ -1207,7 +1207,7 @@ async fn subtree_counts_follow_creates_and_deletes() {
         }
         b.create_all(&groups).await;
         let role = role_record(Some(&org), "viewer", "groups.list");
-        s.create_role(&role).await.unwrap();
+        s.create_role(&role, ward_store::testing::emit()).await.unwrap();
         let mut identities = Vec::new();
         let mut bindings = Vec::new();
         for (i, g) in groups.iter().enumerate() {
@@ -1620,7 +1620,7 @@ async fn roles_create_get_update_delete_list() {
             ..role_record(Some(&team), "two", "103,303")
         };
         for x in [&r, &r2] {
-            s.create_role(x)
+            s.create_role(x, ward_store::testing::emit())
                 .await
                 .unwrap_or_else(|e| panic!("{name}: create {}: {e:?}", x.name));
         }
@@ -1633,7 +1633,11 @@ async fn roles_create_get_update_delete_list() {
             );
         }
         let orphan = role_record(Some(&child(&org, "never")), "orphan", "103");
-        assert_not_found(name, "role under a missing group", s.create_role(&orphan).await);
+        assert_not_found(
+            name,
+            "role under a missing group",
+            s.create_role(&orphan, ward_store::testing::emit()).await,
+        );
 
         let ru = uidp(&r.uid);
         let got = s
@@ -1644,6 +1648,7 @@ async fn roles_create_get_update_delete_list() {
                     ..Default::default()
                 },
                 T0 + 50,
+                ward_store::testing::emit(),
             )
             .await
             .unwrap_or_else(|e| panic!("{name}: update: {e:?}"));
@@ -1665,6 +1670,7 @@ async fn roles_create_get_update_delete_list() {
                     capabilities: None,
                 },
                 T0 + 10,
+                ward_store::testing::emit(),
             )
             .await
             .unwrap();
@@ -1682,7 +1688,13 @@ async fn roles_create_get_update_delete_list() {
         assert_not_found(
             name,
             "update a missing role",
-            s.update_role(&uidp(&orphan.uid), &RolePatch::default(), T0).await,
+            s.update_role(
+                &uidp(&orphan.uid),
+                &RolePatch::default(),
+                T0,
+                ward_store::testing::emit(),
+            )
+            .await,
         );
 
         let list = |q: ListQuery| {
@@ -1711,11 +1723,15 @@ async fn roles_create_get_update_delete_list() {
         .await;
         assert_eq!(uids_of(&p.items, |x| &x.uid), [r2.uid.as_str()], "{name}: name");
 
-        s.delete_role(&ru)
+        s.delete_role(&ru, ward_store::testing::emit())
             .await
             .unwrap_or_else(|e| panic!("{name}: delete: {e:?}"));
         assert_eq!(s.get_role(&ru).await.unwrap(), None, "{name}: gone");
-        assert_not_found(name, "delete twice", s.delete_role(&ru).await);
+        assert_not_found(
+            name,
+            "delete twice",
+            s.delete_role(&ru, ward_store::testing::emit()).await,
+        );
         assert_eq!(list(query(UidpFilter::default())).await.total_count, 2, "{name}");
     }
 }
@@ -1737,7 +1753,7 @@ async fn bindings_create_get_update_delete_list() {
         let owner = role_record(None, "owner", "101,102,103,104");
         s.upsert_builtin_roles(&[viewer.clone(), owner.clone()]).await.unwrap();
         let custom = role_record(Some(&org), "lister", "103");
-        s.create_role(&custom).await.unwrap();
+        s.create_role(&custom, ward_store::testing::emit()).await.unwrap();
 
         let b1 = binding_record(&org, &alice, &viewer);
         let b2 = RoleBindingRecord {
@@ -1943,7 +1959,7 @@ async fn iam_delete_constraints() {
         let id = identity_record(&org, "ci");
         s.create_identity(&id).await.unwrap();
         let role = role_record(Some(&org), "lister", "103");
-        s.create_role(&role).await.unwrap();
+        s.create_role(&role, ward_store::testing::emit()).await.unwrap();
         let b1 = binding_record(&org, &id, &role);
         let b2 = binding_record(&team, &id, &role);
         for x in [&b1, &b2] {
@@ -1953,7 +1969,11 @@ async fn iam_delete_constraints() {
         // An identity or role still bound: RESOURCE_IN_USE naming the bindings.
         for (what, r, subject) in [
             ("identity", s.delete_identity(&uidp(&id.uid)).await, &id.uid),
-            ("role", s.delete_role(&uidp(&role.uid)).await, &role.uid),
+            (
+                "role",
+                s.delete_role(&uidp(&role.uid), ward_store::testing::emit()).await,
+                &role.uid,
+            ),
         ] {
             let v = precondition(name, what, r);
             assert_eq!(v.len(), 1, "{name}: {what}: {v:?}");
@@ -1997,7 +2017,10 @@ async fn iam_delete_constraints() {
             b.create(&g).await;
             match add {
                 0 => s.create_identity(&identity_record(&g, "x")).await.unwrap(),
-                1 => s.create_role(&role_record(Some(&g), "x", "103")).await.unwrap(),
+                1 => s
+                    .create_role(&role_record(Some(&g), "x", "103"), ward_store::testing::emit())
+                    .await
+                    .unwrap(),
                 _ => b.create(&child(&g, "x")).await,
             }
             let desc = kinds_of(&precondition(
@@ -2019,7 +2042,7 @@ async fn iam_delete_constraints() {
         s.delete_identity(&uidp(&id.uid))
             .await
             .unwrap_or_else(|e| panic!("{name}: unbound identity: {e:?}"));
-        s.delete_role(&uidp(&role.uid))
+        s.delete_role(&uidp(&role.uid), ward_store::testing::emit())
             .await
             .unwrap_or_else(|e| panic!("{name}: unbound role: {e:?}"));
     }
@@ -2041,7 +2064,7 @@ async fn grants_rows() {
         let viewer = role_record(None, "viewer", "103,303");
         s.upsert_builtin_roles(std::slice::from_ref(&viewer)).await.unwrap();
         let custom = role_record(Some(&org), "maker", "101");
-        s.create_role(&custom).await.unwrap();
+        s.create_role(&custom, ward_store::testing::emit()).await.unwrap();
 
         let grants = |who: &str| {
             let (s, who) = (s.clone(), who.to_owned());
@@ -2085,6 +2108,7 @@ async fn grants_rows() {
                 ..Default::default()
             },
             T0 + 1,
+            ward_store::testing::emit(),
         )
         .await
         .unwrap();

@@ -207,3 +207,72 @@ async fn an_event_commits_with_its_write_and_only_with_it() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn role_writes_record_their_events() {
+    for b in testing::stores().await {
+        let s = &b.store;
+        let name = b.name;
+        let org = Uidp::new_root();
+        s.create_group(
+            &group(&org, "org"),
+            None,
+            Emit::fixed(head("g", "created", &org, "a", 1)),
+        )
+        .await
+        .unwrap();
+        let uid = org.new_child();
+        let role = ward_store::RoleRecord {
+            uid: uid.as_str().into(),
+            parent_uid: Some(org.as_str().into()),
+            name: "r".into(),
+            description: String::new(),
+            capabilities: String::new(),
+            create_time: 1,
+            update_time: 1,
+        };
+        s.create_role(&role, Emit::fixed(head("r1", "role.created", &org, "a", 2)))
+            .await
+            .unwrap();
+        let missing = Uidp::new_root();
+        let orphan = ward_store::RoleRecord {
+            uid: missing.new_child().as_str().into(),
+            parent_uid: Some(missing.as_str().into()),
+            ..role.clone()
+        };
+        assert!(
+            s.create_role(&orphan, Emit::fixed(head("x", "role.created", &org, "a", 3)))
+                .await
+                .is_err()
+        );
+        let patch = ward_store::RolePatch {
+            name: Some("renamed".into()),
+            ..Default::default()
+        };
+        s.update_role(
+            &uid,
+            &patch,
+            4,
+            Emit::new(
+                head("r2", "role.updated", &org, "a", 4),
+                |r: &ward_store::RoleRecord| r.name.clone(),
+            ),
+        )
+        .await
+        .unwrap();
+        s.delete_role(&uid, Emit::fixed(head("r3", "role.deleted", &org, "a", 5)))
+            .await
+            .unwrap();
+        assert!(
+            s.delete_role(&uid, Emit::fixed(head("y", "role.deleted", &org, "a", 6)))
+                .await
+                .is_err()
+        );
+        let log = s.list_events(&all(&[&org])).await.unwrap();
+        assert_eq!(ids(&log), ["r3", "r2", "r1", "g"], "{name}");
+        assert_eq!(
+            log[1].body, "renamed",
+            "{name}: the body rendered from the updated role"
+        );
+    }
+}

@@ -15,6 +15,9 @@ pub mod types {
     pub const GROUP_CREATED: &str = "dev.chainguard.api.iam.group.created.v1";
     pub const GROUP_UPDATED: &str = "dev.chainguard.api.iam.group.updated.v1";
     pub const GROUP_DELETED: &str = "dev.chainguard.api.iam.group.deleted.v1";
+    pub const ROLE_CREATED: &str = "dev.chainguard.api.iam.roles.created.v1";
+    pub const ROLE_UPDATED: &str = "dev.chainguard.api.iam.roles.updated.v1";
+    pub const ROLE_DELETED: &str = "dev.chainguard.api.iam.roles.deleted.v1";
 }
 
 /// A new CloudEvent id: a random (version 4) UUID.

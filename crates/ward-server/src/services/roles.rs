@@ -12,8 +12,10 @@ use ward_proto::Timestamp;
 use ward_proto::iam::v2::{
     CreateRoleRequest, DeleteRoleRequest, GetRoleRequest, ListRolesRequest, ListRolesResponse, Role,
 };
+use ward_store::events::Emit;
 use ward_store::{ROLE_TYPE, RolePatch, RoleRecord};
 
+use super::events;
 use super::list::ListParams;
 use super::{UpdateMask, parse_uidp};
 use crate::authz::Caller;
@@ -104,7 +106,10 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        self.store.create_role(&record).await?;
+        let group = record.parent_uid.clone().unwrap_or_default();
+        let body = events::body(&to_proto(record.clone()));
+        let head = self.event(caller, events::types::ROLE_CREATED, &record.uid, &group, body);
+        self.store.create_role(&record, Emit::fixed(head)).await?;
         Ok(to_proto(record))
     }
 
@@ -196,7 +201,13 @@ impl Ward {
         if mask.is_empty() {
             return Ok(to_proto(current));
         }
-        let record = self.store.update_role(&uid, &patch, self.clock.now_millis()).await?;
+        let group = current.parent_uid.clone().unwrap_or_default();
+        let head = self.event(caller, events::types::ROLE_UPDATED, uid.as_str(), &group, String::new());
+        let emit = Emit::new(head, |r: &RoleRecord| events::body(&to_proto(r.clone())));
+        let record = self
+            .store
+            .update_role(&uid, &patch, self.clock.now_millis(), emit)
+            .await?;
         self.grants_changed();
         Ok(to_proto(record))
     }
@@ -208,8 +219,10 @@ impl Ward {
             return Err(built_in(&uid));
         }
         self.authorize(caller, &rpc::DELETE_ROLE, &uid)?;
+        let group = current.parent_uid.clone().unwrap_or_default();
+        let head = self.event(caller, events::types::ROLE_DELETED, uid.as_str(), &group, "{}".into());
         self.store
-            .delete_role(&uid)
+            .delete_role(&uid, Emit::fixed(head))
             .await
             .map_err(|e| super::hide_bindings(caller, e, "role"))?;
         self.grants_changed();
