@@ -145,14 +145,20 @@ pub struct UploadRecord {
 pub trait RegistryStore: Send + Sync + 'static {
     /// NOT_FOUND if the group is gone; ALREADY_EXISTS if the organization
     /// already has a repo of that name.
-    async fn create_repo(&self, repo: &RepoRecord) -> Result<()>;
+    async fn create_repo(&self, repo: &RepoRecord, emit: crate::events::Emit<()>) -> Result<()>;
     async fn get_repo(&self, uid: &Uidp) -> Result<Option<RepoRecord>>;
     /// The repo named `name` in organization `org_uid`.
     async fn find_repo(&self, org_uid: &str, name: &str) -> Result<Option<RepoRecord>>;
     /// ALREADY_EXISTS when renamed onto another repo's name.
-    async fn update_repo(&self, uid: &Uidp, patch: &RepoPatch, now_ms: i64) -> Result<RepoRecord>;
+    async fn update_repo(
+        &self,
+        uid: &Uidp,
+        patch: &RepoPatch,
+        now_ms: i64,
+        emit: crate::events::Emit<RepoRecord>,
+    ) -> Result<RepoRecord>;
     /// Deletes the repo with its tags, manifests, blob links and uploads.
-    async fn delete_repo(&self, uid: &Uidp) -> Result<()>;
+    async fn delete_repo(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<()>;
     async fn list_repos(&self, query: &ListQuery) -> Result<Page<RepoRecord>>;
     /// `(org_uid, name)` of repos in `visible` (None: all) after `after`, in
     /// that order: the OCI catalog.

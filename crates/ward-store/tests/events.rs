@@ -276,3 +276,75 @@ async fn role_writes_record_their_events() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn repo_writes_record_their_events() {
+    for b in testing::stores().await {
+        let s = &b.store;
+        let name = b.name;
+        let org = Uidp::new_root();
+        s.create_group(
+            &group(&org, "org"),
+            None,
+            Emit::fixed(head("g", "created", &org, "a", 1)),
+        )
+        .await
+        .unwrap();
+        let uid = org.new_child();
+        let repo = ward_store::registry::RepoRecord {
+            uid: uid.as_str().into(),
+            parent_uid: org.as_str().into(),
+            org_uid: org.as_str().into(),
+            name: "app".into(),
+            description: String::new(),
+            catalog_tier: 0,
+            bundles: "[]".into(),
+            aliases: "[]".into(),
+            active_tags: "[]".into(),
+            create_time: 1,
+            update_time: 1,
+        };
+        s.create_repo(&repo, Emit::fixed(head("p1", "repo.created", &org, "a", 2)))
+            .await
+            .unwrap();
+        // A second repo of the same name is refused, and records nothing.
+        let twin = ward_store::registry::RepoRecord {
+            uid: org.new_child().as_str().into(),
+            ..repo.clone()
+        };
+        assert!(
+            s.create_repo(&twin, Emit::fixed(head("x1", "repo.created", &org, "a", 3)))
+                .await
+                .is_err()
+        );
+        let patch = ward_store::registry::RepoPatch {
+            description: Some("described".into()),
+            ..Default::default()
+        };
+        s.update_repo(
+            &uid,
+            &patch,
+            4,
+            Emit::new(
+                head("p2", "repo.updated", &org, "a", 4),
+                |r: &ward_store::registry::RepoRecord| r.description.clone(),
+            ),
+        )
+        .await
+        .unwrap();
+        s.delete_repo(&uid, Emit::fixed(head("p3", "repo.deleted", &org, "a", 5)))
+            .await
+            .unwrap();
+        assert!(
+            s.delete_repo(&uid, Emit::fixed(head("x2", "repo.deleted", &org, "a", 6)))
+                .await
+                .is_err()
+        );
+        let log = s.list_events(&all(&[&org])).await.unwrap();
+        assert_eq!(ids(&log), ["p3", "p2", "p1", "g"], "{name}");
+        assert_eq!(
+            log[1].body, "described",
+            "{name}: the body rendered from the updated repo"
+        );
+    }
+}

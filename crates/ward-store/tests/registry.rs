@@ -93,11 +93,11 @@ async fn repos_are_unique_per_org_and_block_group_deletes() {
         let s = b.store.as_ref();
         let o = org(s).await;
         let r = repo(&o, "app");
-        s.create_repo(&r).await.expect("create");
-        let dup = s.create_repo(&repo(&o, "app")).await;
+        s.create_repo(&r, ward_store::testing::emit()).await.expect("create");
+        let dup = s.create_repo(&repo(&o, "app"), ward_store::testing::emit()).await;
         assert!(matches!(dup, Err(Error::AlreadyExists { .. })), "{}: {dup:?}", b.name);
         let other = org(s).await;
-        s.create_repo(&repo(&other, "app"))
+        s.create_repo(&repo(&other, "app"), ward_store::testing::emit())
             .await
             .expect("same name in another org");
         let found = s.find_repo(o.as_str(), "app").await.unwrap().expect("found");
@@ -105,13 +105,16 @@ async fn repos_are_unique_per_org_and_block_group_deletes() {
         let mut orphan = repo(&o, "x");
         orphan.parent_uid = o.new_child().into();
         assert!(
-            matches!(s.create_repo(&orphan).await, Err(Error::NotFound { .. })),
+            matches!(
+                s.create_repo(&orphan, ward_store::testing::emit()).await,
+                Err(Error::NotFound { .. })
+            ),
             "{}",
             b.name
         );
 
         let second = repo(&o, "second");
-        s.create_repo(&second).await.unwrap();
+        s.create_repo(&second, ward_store::testing::emit()).await.unwrap();
         let renamed = s
             .update_repo(
                 &Uidp::parse("u", &second.uid).unwrap(),
@@ -120,6 +123,7 @@ async fn repos_are_unique_per_org_and_block_group_deletes() {
                     ..Default::default()
                 },
                 T0 + 1,
+                ward_store::testing::emit(),
             )
             .await;
         assert!(
@@ -135,6 +139,7 @@ async fn repos_are_unique_per_org_and_block_group_deletes() {
                     ..Default::default()
                 },
                 T0,
+                ward_store::testing::emit(),
             )
             .await
             .unwrap();
@@ -165,7 +170,9 @@ async fn repos_are_unique_per_org_and_block_group_deletes() {
 
         // Deleting the repos lets the group go.
         for uid in [&r.uid, &second.uid] {
-            s.delete_repo(&Uidp::parse("u", uid).unwrap()).await.unwrap();
+            s.delete_repo(&Uidp::parse("u", uid).unwrap(), ward_store::testing::emit())
+                .await
+                .unwrap();
         }
         s.delete_group(&o, ward_store::testing::emit())
             .await
@@ -179,7 +186,7 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
         let s = b.store.as_ref();
         let o = org(s).await;
         let r = repo(&o, "app");
-        s.create_repo(&r).await.unwrap();
+        s.create_repo(&r, ward_store::testing::emit()).await.unwrap();
         let ru = Uidp::parse("u", &r.uid).unwrap();
         let (cfg, layer, m1, m2, idx) = (digest('a'), digest('b'), digest('c'), digest('d'), digest('e'));
         let links = ManifestLinks {
@@ -334,10 +341,13 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
         assert!(!s.forget_blob(&layer).await.unwrap(), "{}", b.name);
 
         // Deleting the repo takes everything with it.
-        s.delete_repo(&ru).await.unwrap();
+        s.delete_repo(&ru, ward_store::testing::emit()).await.unwrap();
         assert!(s.get_manifest(&r.uid, &m2).await.unwrap().is_none());
         assert!(s.find_tag(&r.uid, "v1").await.unwrap().is_none());
-        assert!(matches!(s.delete_repo(&ru).await, Err(Error::NotFound { .. })));
+        assert!(matches!(
+            s.delete_repo(&ru, ward_store::testing::emit()).await,
+            Err(Error::NotFound { .. })
+        ));
     }
 }
 
@@ -347,7 +357,7 @@ async fn tag_history_records_each_move_and_goes_with_the_tag() {
         let s = b.store.as_ref();
         let o = org(s).await;
         let r = repo(&o, "app");
-        s.create_repo(&r).await.unwrap();
+        s.create_repo(&r, ward_store::testing::emit()).await.unwrap();
         let ru = Uidp::parse("u", &r.uid).unwrap();
         let (m1, m2) = (digest('c'), digest('d'));
         let none = ManifestLinks::default();
@@ -407,8 +417,8 @@ async fn upload_sessions_are_capped_per_creator_and_repo() {
         let s = b.store.as_ref();
         let o = org(s).await;
         let (r1, r2) = (repo(&o, "one"), repo(&o, "two"));
-        s.create_repo(&r1).await.unwrap();
-        s.create_repo(&r2).await.unwrap();
+        s.create_repo(&r1, ward_store::testing::emit()).await.unwrap();
+        s.create_repo(&r2, ward_store::testing::emit()).await.unwrap();
         let caps = UploadCaps {
             per_creator: 3,
             per_repo: 4,
@@ -454,7 +464,7 @@ async fn uploads_advance_only_from_where_they_are() {
         let s = b.store.as_ref();
         let o = org(s).await;
         let r = repo(&o, "app");
-        s.create_repo(&r).await.unwrap();
+        s.create_repo(&r, ward_store::testing::emit()).await.unwrap();
         let u = UploadRecord {
             uuid: "0123456789abcdef0123456789abcdef".into(),
             repo_uid: r.uid.clone(),

@@ -18,6 +18,9 @@ pub mod types {
     pub const ROLE_CREATED: &str = "dev.chainguard.api.iam.roles.created.v1";
     pub const ROLE_UPDATED: &str = "dev.chainguard.api.iam.roles.updated.v1";
     pub const ROLE_DELETED: &str = "dev.chainguard.api.iam.roles.deleted.v1";
+    pub const REPO_CREATED: &str = "dev.chainguard.api.platform.registry.repo.created.v1";
+    pub const REPO_UPDATED: &str = "dev.chainguard.api.platform.registry.repo.updated.v1";
+    pub const REPO_DELETED: &str = "dev.chainguard.api.platform.registry.repo.deleted.v1";
 }
 
 /// A new CloudEvent id: a random (version 4) UUID.

@@ -8,7 +8,9 @@ use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
+use super::events::insert_event;
 use super::{PostgresStore, lock};
+use crate::events::Emit;
 use crate::registry::{
     BLOB_TYPE, MANIFEST_TYPE, MAX_TAG_HISTORY, ManifestLinks, ManifestRecord, REPO_TYPE, RegistryStore, RepoPatch,
     RepoRecord, TagHistoryRecord, TagRecord, UploadCaps, UploadRecord, repo_exists, tag_flags,
@@ -113,7 +115,7 @@ impl PostgresStore {
 
 #[async_trait]
 impl RegistryStore for PostgresStore {
-    async fn create_repo(&self, r: &RepoRecord) -> Result<()> {
+    async fn create_repo(&self, r: &RepoRecord, emit: Emit<()>) -> Result<()> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "groups", &r.parent_uid, "FOR SHARE").await? {
             return Err(Error::not_found(GROUP_TYPE, r.parent_uid.clone()));
@@ -137,7 +139,10 @@ impl RegistryStore for PostgresStore {
         match inserted {
             Err(e) if is_unique_violation(&e) => Err(repo_exists(&r.org_uid, &r.name)),
             Err(e) => Err(db_err("insert repo", e)),
-            Ok(_) => Self::commit(tx).await,
+            Ok(_) => {
+                insert_event(&mut tx, &emit.record(&())).await?;
+                Self::commit(tx).await
+            }
         }
     }
 
@@ -150,7 +155,8 @@ impl RegistryStore for PostgresStore {
         find_repo(&mut c, org_uid, name).await
     }
 
-    async fn update_repo(&self, uid: &Uidp, p: &RepoPatch, now_ms: i64) -> Result<RepoRecord> {
+    async fn update_repo(&self, uid: &Uidp, p: &RepoPatch, now_ms: i64, emit: Emit<RepoRecord>) -> Result<RepoRecord> {
+        let mut tx = self.begin().await?;
         let row: std::result::Result<Option<RepoRecord>, sqlx::Error> = sqlx::query_as(&format!(
             "UPDATE repos SET name = COALESCE($1, name), description = COALESCE($2, description), \
              catalog_tier = COALESCE($3, catalog_tier), bundles = COALESCE($4, bundles), \
@@ -166,10 +172,14 @@ impl RegistryStore for PostgresStore {
         .bind(&p.active_tags)
         .bind(now_ms)
         .bind(uid.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await;
         match row {
-            Ok(Some(r)) => Ok(r),
+            Ok(Some(r)) => {
+                insert_event(&mut tx, &emit.record(&r)).await?;
+                Self::commit(tx).await?;
+                Ok(r)
+            }
             Ok(None) => Err(Error::not_found(REPO_TYPE, uid.as_str())),
             Err(e) if is_unique_violation(&e) => Err(Error::AlreadyExists {
                 resource_type: REPO_TYPE,
@@ -179,7 +189,7 @@ impl RegistryStore for PostgresStore {
         }
     }
 
-    async fn delete_repo(&self, uid: &Uidp) -> Result<()> {
+    async fn delete_repo(&self, uid: &Uidp, emit: Emit<()>) -> Result<()> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "repos", uid.as_str(), "FOR UPDATE").await? {
             return Err(Error::not_found(REPO_TYPE, uid.as_str()));
@@ -194,6 +204,7 @@ impl RegistryStore for PostgresStore {
                 .await
                 .map_err(|e| db_err("delete repo", e))?;
         }
+        insert_event(&mut tx, &emit.record(&())).await?;
         Self::commit(tx).await
     }
 

@@ -6,8 +6,10 @@ use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
+use super::events::insert_event;
 use super::{SqliteStore, exists, values};
 use crate::GROUP_TYPE;
+use crate::events::Emit;
 use crate::registry::{
     BLOB_TYPE, MANIFEST_TYPE, MAX_TAG_HISTORY, ManifestLinks, ManifestRecord, REPO_TYPE, RegistryStore, RepoPatch,
     RepoRecord, TagHistoryRecord, TagRecord, UploadCaps, UploadRecord, repo_exists, tag_flags,
@@ -127,7 +129,7 @@ fn upsert_tag(c: &Connection, t: &TagRecord, labels: bool) -> rusqlite::Result<T
 
 #[async_trait]
 impl RegistryStore for SqliteStore {
-    async fn create_repo(&self, r: &RepoRecord) -> Result<()> {
+    async fn create_repo(&self, r: &RepoRecord, emit: Emit<()>) -> Result<()> {
         let r = r.clone();
         self.write("create repo", move |c| {
             let tx = c.savepoint()?;
@@ -153,6 +155,7 @@ impl RegistryStore for SqliteStore {
                     r.update_time
                 ],
             )?;
+            insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -169,7 +172,7 @@ impl RegistryStore for SqliteStore {
         self.read("find repo", move |c| find_repo(c, &org, &name)).await
     }
 
-    async fn update_repo(&self, uid: &Uidp, p: &RepoPatch, now_ms: i64) -> Result<RepoRecord> {
+    async fn update_repo(&self, uid: &Uidp, p: &RepoPatch, now_ms: i64, emit: Emit<RepoRecord>) -> Result<RepoRecord> {
         let (key, p) = (uid.as_str().to_owned(), p.clone());
         self.write("update repo", move |c| {
             let tx = c.savepoint()?;
@@ -207,13 +210,14 @@ impl RegistryStore for SqliteStore {
                     ],
                     repo_from_row,
                 )?;
+            insert_event(&tx, &emit.record(&row))?;
             tx.commit()?;
             Ok(Ok(row))
         })
         .await?
     }
 
-    async fn delete_repo(&self, uid: &Uidp) -> Result<()> {
+    async fn delete_repo(&self, uid: &Uidp, emit: Emit<()>) -> Result<()> {
         let u = uid.as_str().to_owned();
         let n = self
             .write("delete repo", move |c| {
@@ -221,6 +225,11 @@ impl RegistryStore for SqliteStore {
                 // Tags first: their foreign key names the manifests.
                 tx.execute("DELETE FROM tags WHERE parent_uid = ?1", [&u])?;
                 let n = tx.execute("DELETE FROM repos WHERE uid = ?1", [&u])?;
+                if n == 0 {
+                    // Nothing deleted: the savepoint (and no event) is dropped.
+                    return Ok(0);
+                }
+                insert_event(&tx, &emit.record(&()))?;
                 tx.commit()?;
                 Ok(n)
             })

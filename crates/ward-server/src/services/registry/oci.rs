@@ -643,7 +643,17 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        let repo = match self.store.create_repo(&record).await {
+        // The event of a push-created repo is CreateRepo's.
+        let body = crate::services::events::body(&super::repos::to_proto(record.clone()));
+        let head = self.event(
+            caller,
+            crate::services::events::types::REPO_CREATED,
+            &record.uid,
+            &record.parent_uid,
+            body,
+        );
+        let emit = ward_store::events::Emit::fixed(head);
+        let repo = match self.store.create_repo(&record, emit).await {
             Ok(()) => record,
             // Another push created it meanwhile.
             Err(ward_core::Error::AlreadyExists { .. }) => self

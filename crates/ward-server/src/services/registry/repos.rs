@@ -12,12 +12,13 @@ use ward_proto::Timestamp;
 use ward_proto::registry::v2::{
     CatalogTier, CreateRepoRequest, DeleteRepoRequest, GetRepoRequest, ListReposRequest, ListReposResponse, Repo,
 };
+use ward_store::events::Emit;
 use ward_store::registry::{RepoPatch, RepoRecord};
 
 use super::{json_list, to_json_list};
 use crate::authz::Caller;
-use crate::services::UpdateMask;
 use crate::services::list::ListParams;
+use crate::services::{UpdateMask, events};
 use crate::ward::Ward;
 
 const COLLECTION: &str = "repos";
@@ -109,7 +110,15 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        self.store.create_repo(&record).await?;
+        let body = events::body(&to_proto(record.clone()));
+        let head = self.event(
+            caller,
+            events::types::REPO_CREATED,
+            &record.uid,
+            &record.parent_uid,
+            body,
+        );
+        self.store.create_repo(&record, Emit::fixed(head)).await?;
         Ok(to_proto(record))
     }
 
@@ -187,12 +196,17 @@ impl Ward {
             return Err(Error::InvalidArgument(bad));
         }
         let now = self.clock.now_millis();
-        Ok(to_proto(self.store.update_repo(&uid, &patch, now).await?))
+        let group = uid.parent().map(String::from).unwrap_or_default();
+        let head = self.event(caller, events::types::REPO_UPDATED, uid.as_str(), &group, String::new());
+        let emit = Emit::new(head, |r: &RepoRecord| events::body(&to_proto(r.clone())));
+        Ok(to_proto(self.store.update_repo(&uid, &patch, now, emit).await?))
     }
 
     pub async fn delete_repo(&self, caller: &Caller, req: DeleteRepoRequest) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.authorized_repo(caller, &rpc::DELETE_REPO, &uid).await?;
-        self.store.delete_repo(&uid).await
+        let group = uid.parent().map(String::from).unwrap_or_default();
+        let head = self.event(caller, events::types::REPO_DELETED, uid.as_str(), &group, "{}".into());
+        self.store.delete_repo(&uid, Emit::fixed(head)).await
     }
 }
