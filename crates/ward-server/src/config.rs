@@ -53,6 +53,11 @@ pub struct ServerConfig {
     #[arg(long, env = "WARD_MAX_EXPORT_BYTES", default_value_t = crate::services::advisories::osv::DEFAULT_MAX_EXPORT_BYTES)]
     pub max_export_bytes: usize,
 
+    /// How many days the event log (the audit trail) keeps an event; older
+    /// ones are pruned in the background.
+    #[arg(long, env = "WARD_EVENT_RETENTION_DAYS", default_value_t = crate::services::events::DEFAULT_RETENTION_DAYS)]
+    pub event_retention_days: u32,
+
     /// A group whose advisories anyone may read, without a token: OSV
     /// documents and the advisory feed (repeatable; comma-separated in the
     /// environment).
@@ -132,6 +137,7 @@ impl ServerConfig {
             max_blob_bytes: crate::ward::DEFAULT_MAX_BLOB_BYTES,
             max_layer_bytes: crate::services::vulns::DEFAULT_MAX_LAYER_BYTES,
             max_export_bytes: crate::services::advisories::osv::DEFAULT_MAX_EXPORT_BYTES,
+            event_retention_days: crate::services::events::DEFAULT_RETENTION_DAYS,
             public_advisories: Vec::new(),
             osv_ecosystem: crate::ward::DEFAULT_OSV_ECOSYSTEM.into(),
             secret_key: None,

@@ -91,6 +91,7 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
     ward.max_blob_bytes = config.max_blob_bytes;
     ward.vulns.limits.max_layer_bytes = config.max_layer_bytes;
     ward.max_export_bytes = config.max_export_bytes;
+    ward.event_retention_days = config.event_retention_days.max(1);
     ward.max_pending_logins_per_client = config.max_pending_logins_per_client.max(1);
     ward.public_advisories = config
         .public_advisories
@@ -228,6 +229,12 @@ pub async fn start(
                     Ok(0) => {}
                     Ok(n) => tracing::info!(sessions = n, "expired stale upload sessions"),
                     Err(e) => tracing::warn!(error = %e.message(), "expiring stale upload sessions failed"),
+                }
+                // Events past the retention go on the same tick.
+                match ward.prune_events().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(events = n, "pruned events past their retention"),
+                    Err(e) => tracing::warn!(error = %e.message(), "pruning the event log failed"),
                 }
             }
         })

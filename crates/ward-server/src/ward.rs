@@ -44,6 +44,8 @@ pub struct Ward {
     pub max_blob_bytes: u64,
     /// Most bytes of OSV documents one export holds.
     pub max_export_bytes: usize,
+    /// How long the event log keeps an event (days).
+    pub event_retention_days: u32,
     /// Most headless logins pending at once per client address.
     pub max_pending_logins_per_client: i64,
     /// Organization names the registry resolved, for a few seconds.
@@ -158,6 +160,7 @@ impl Ward {
             blobs,
             max_blob_bytes: DEFAULT_MAX_BLOB_BYTES,
             max_export_bytes: crate::services::advisories::osv::DEFAULT_MAX_EXPORT_BYTES,
+            event_retention_days: crate::services::events::DEFAULT_RETENTION_DAYS,
             max_pending_logins_per_client: ward_store::people::MAX_DEVICE_LOGINS_PER_CLIENT,
             org_names: moka::sync::Cache::builder()
                 .max_capacity(10_000)

@@ -611,7 +611,11 @@ async fn organization_names_resolve_among_the_callers_own() {
                 update_time: now,
                 kind: 0,
             };
-            s.ward().store.create_group(&record, None).await.expect("squatter");
+            s.ward()
+                .store
+                .create_group(&record, None, ward_store::testing::emit())
+                .await
+                .expect("squatter");
         }
         let r = s
             .http

@@ -23,6 +23,12 @@ pub mod types {
     pub const REPO_DELETED: &str = "dev.chainguard.api.platform.registry.repo.deleted.v1";
 }
 
+/// Days the event log keeps an event unless configured otherwise.
+pub const DEFAULT_RETENTION_DAYS: u32 = 400;
+
+/// Events one pruning statement deletes at most (a short transaction each).
+const PRUNE_BATCH: u32 = 10_000;
+
 /// A new CloudEvent id: a random (version 4) UUID.
 fn new_id() -> String {
     let mut b: [u8; 16] = rand::random();
@@ -40,6 +46,22 @@ pub(crate) fn body<T: Serialize>(m: &T) -> String {
 }
 
 impl Ward {
+    /// Deletes the events older than the retention, in batches; returns how
+    /// many went. Every server runs it on its sweep tick (replicas deleting
+    /// the same rows is harmless).
+    pub async fn prune_events(&self) -> ward_core::Result<u64> {
+        let day_ms = 24 * 60 * 60 * 1000;
+        let before = self.clock.now_millis() - i64::from(self.event_retention_days) * day_ms;
+        let mut total = 0;
+        loop {
+            let n = self.store.prune_events(before, PRUNE_BATCH).await?;
+            total += n;
+            if n < u64::from(PRUNE_BATCH) {
+                return Ok(total);
+            }
+        }
+    }
+
     /// The head of the event `caller`'s write of `subject` (in `group`)
     /// emits; its body is `body` unless the store renders it from the
     /// write's result.

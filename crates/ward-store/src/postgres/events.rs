@@ -47,7 +47,7 @@ impl EventStore for PostgresStore {
 
     async fn prune_events(&self, before: i64, limit: u32) -> Result<u64> {
         let done = sqlx::query(
-            "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE time < $1 ORDER BY seq LIMIT $2)",
+            "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE time < $1 ORDER BY time, seq LIMIT $2)",
         )
         .bind(before)
         .bind(i64::from(limit))

@@ -64,7 +64,7 @@ impl EventStore for SqliteStore {
     async fn prune_events(&self, before: i64, limit: u32) -> Result<u64> {
         self.write("prune events", move |c| {
             let n = c.execute(
-                "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE time < ?1 ORDER BY seq LIMIT ?2)",
+                "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE time < ?1 ORDER BY time, seq LIMIT ?2)",
                 params![before, limit],
             )?;
             Ok(n as u64)

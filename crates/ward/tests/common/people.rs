@@ -75,7 +75,7 @@ pub async fn verified_org_at(s: &TestServer, name: &str, uid: &str) -> String {
     };
     s.ward()
         .store
-        .create_group(&record, None)
+        .create_group(&record, None, ward_store::testing::emit())
         .await
         .expect("a verified organization");
     uid.to_owned()
