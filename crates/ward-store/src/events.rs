@@ -40,6 +40,10 @@ pub struct EventRecord {
 /// The audience of events delivered to subscriptions.
 pub const CUSTOMER: &str = "customer";
 
+/// The audience of Ward's own bookkeeping: in the audit trail, never
+/// delivered.
+pub const INTERNAL: &str = "internal";
+
 /// What a write emits: the head of its event and the body rendered from the
 /// write's result, inside the write's transaction.
 pub struct Emit<R> {

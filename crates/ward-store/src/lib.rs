@@ -212,11 +212,17 @@ pub trait Store:
     async fn list_groups(&self, query: &ListQuery) -> Result<Page<GroupRecord>>;
 
     /// NOT_FOUND if the parent group does not exist.
-    async fn create_identity(&self, identity: &IdentityRecord) -> Result<()>;
+    async fn create_identity(&self, identity: &IdentityRecord, emit: events::Emit<()>) -> Result<()>;
     async fn get_identity(&self, uid: &Uidp) -> Result<Option<IdentityRecord>>;
-    async fn update_identity(&self, uid: &Uidp, patch: &IdentityPatch, now_ms: i64) -> Result<IdentityRecord>;
+    async fn update_identity(
+        &self,
+        uid: &Uidp,
+        patch: &IdentityPatch,
+        now_ms: i64,
+        emit: events::Emit<IdentityRecord>,
+    ) -> Result<IdentityRecord>;
     /// FAILED_PRECONDITION while role bindings name the identity.
-    async fn delete_identity(&self, uid: &Uidp) -> Result<()>;
+    async fn delete_identity(&self, uid: &Uidp, emit: events::Emit<()>) -> Result<()>;
     async fn list_identities(&self, query: &ListQuery) -> Result<Page<IdentityRecord>>;
     /// Root-level identities (registered people) whose exact issuer and
     /// subject are these (token exchange without an explicit identity). Only

@@ -510,9 +510,10 @@ impl Store for PostgresStore {
         self.list("groups", GROUP_COLUMNS, q).await
     }
 
-    async fn create_identity(&self, i: &IdentityRecord) -> Result<()> {
+    async fn create_identity(&self, i: &IdentityRecord, emit: crate::events::Emit<()>) -> Result<()> {
         let sql = insert_identity_sql();
-        self.insert_under_group(i.parent_uid.as_deref(), bind_identity(sqlx::query(&sql), i))
+        let insert = bind_identity(sqlx::query(&sql), i);
+        self.insert_under_group_emitting(i.parent_uid.as_deref(), insert, Some(emit.record(&())))
             .await
     }
 
@@ -520,7 +521,14 @@ impl Store for PostgresStore {
         self.get_one("identities", IDENTITY_COLUMNS, uid).await
     }
 
-    async fn update_identity(&self, uid: &Uidp, p: &IdentityPatch, now_ms: i64) -> Result<IdentityRecord> {
+    async fn update_identity(
+        &self,
+        uid: &Uidp,
+        p: &IdentityPatch,
+        now_ms: i64,
+        emit: crate::events::Emit<IdentityRecord>,
+    ) -> Result<IdentityRecord> {
+        let mut tx = self.begin().await?;
         let (rt, rel, iss, sub) = match &p.relationship {
             Some((t, r, i, s)) => (Some(*t), Some(r.clone()), Some(i.clone()), Some(s.clone())),
             None => (None, None, None, None),
@@ -542,14 +550,18 @@ impl Store for PostgresStore {
         .bind(sub)
         .bind(now_ms)
         .bind(uid.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(|e| db_err("update identity", e))?;
-        row.ok_or_else(|| Error::not_found(IDENTITY_TYPE, uid.as_str()))
+        let row = row.ok_or_else(|| Error::not_found(IDENTITY_TYPE, uid.as_str()))?;
+        events::insert_event(&mut tx, &emit.record(&row)).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        Ok(row)
     }
 
-    async fn delete_identity(&self, uid: &Uidp) -> Result<()> {
-        self.delete_unless_bound("identities", "identity", IDENTITY_TYPE, "identity_uid", uid, None)
+    async fn delete_identity(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<()> {
+        let event = Some(emit.record(&()));
+        self.delete_unless_bound("identities", "identity", IDENTITY_TYPE, "identity_uid", uid, event)
             .await
     }
 

@@ -668,7 +668,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn create_identity(&self, i: &IdentityRecord) -> Result<()> {
+    async fn create_identity(&self, i: &IdentityRecord, emit: crate::events::Emit<()>) -> Result<()> {
         let i = i.clone();
         self.write("create identity", move |c| {
             let tx = c.savepoint()?;
@@ -678,6 +678,7 @@ impl Store for SqliteStore {
                 return Ok(Err(Error::not_found(GROUP_TYPE, parent.clone())));
             }
             insert_identity(&tx, &i)?;
+            events::insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -689,7 +690,13 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn update_identity(&self, uid: &Uidp, p: &IdentityPatch, now_ms: i64) -> Result<IdentityRecord> {
+    async fn update_identity(
+        &self,
+        uid: &Uidp,
+        p: &IdentityPatch,
+        now_ms: i64,
+        emit: crate::events::Emit<IdentityRecord>,
+    ) -> Result<IdentityRecord> {
         let (key, p) = (uid.as_str().to_owned(), p.clone());
         let (rt, rel, iss, sub) = match p.relationship {
             Some((t, r, i, s)) => (Some(t), Some(r), Some(i), Some(s)),
@@ -697,25 +704,32 @@ impl Store for SqliteStore {
         };
         let row = self
             .write("update identity", move |c| {
-                c.prepare_cached(&format!(
-                    "UPDATE identities SET name = COALESCE(?1, name), description = COALESCE(?2, description), \
+                let tx = c.savepoint()?;
+                let row = tx
+                    .prepare_cached(&format!(
+                        "UPDATE identities SET name = COALESCE(?1, name), description = COALESCE(?2, description), \
                      company = COALESCE(?3, company), relationship_type = COALESCE(?4, relationship_type), \
                      relationship = COALESCE(?5, relationship), issuer = COALESCE(?6, issuer), \
                      subject = COALESCE(?7, subject), \
                      update_time = CASE WHEN ?8 > update_time THEN ?8 ELSE update_time + 1 END \
                      WHERE uid = ?9 RETURNING {IDENTITY_COLUMNS}"
-                ))?
-                .query_row(
-                    params![p.name, p.description, p.company, rt, rel, iss, sub, now_ms, key],
-                    identity_from_row,
-                )
-                .optional()
+                    ))?
+                    .query_row(
+                        params![p.name, p.description, p.company, rt, rel, iss, sub, now_ms, key],
+                        identity_from_row,
+                    )
+                    .optional()?;
+                if let Some(i) = &row {
+                    events::insert_event(&tx, &emit.record(i))?;
+                }
+                tx.commit()?;
+                Ok(row)
             })
             .await?;
         row.ok_or_else(|| Error::not_found(IDENTITY_TYPE, uid.as_str()))
     }
 
-    async fn delete_identity(&self, uid: &Uidp) -> Result<()> {
+    async fn delete_identity(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<()> {
         let u = uid.clone();
         self.write("delete identity", move |c| {
             let tx = c.savepoint()?;
@@ -727,6 +741,7 @@ impl Store for SqliteStore {
                 return Ok(Err(still_bound("identity", &u, &bound)));
             }
             tx.execute("DELETE FROM identities WHERE uid = ?1", [u.as_str()])?;
+            events::insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })

@@ -1175,7 +1175,7 @@ async fn total_count_is_exact_across_replicas() {
         // any of them is seen.
         let ident = identity_record(&org, "robot");
         let role = role_record(Some(&org), "viewer", "groups.list");
-        b.create_identity(&ident).await.unwrap();
+        b.create_identity(&ident, ward_store::testing::emit()).await.unwrap();
         b.create_role(&role, ward_store::testing::emit()).await.unwrap();
         let bq = query(UidpFilter {
             descendants_of: Some(uidp(&org.uid)),
@@ -1213,7 +1213,7 @@ async fn subtree_counts_follow_creates_and_deletes() {
         for (i, g) in groups.iter().enumerate() {
             for k in 0..(i % 3) {
                 let ident = identity_record(g, &format!("id{i}-{k}"));
-                s.create_identity(&ident).await.unwrap();
+                s.create_identity(&ident, ward_store::testing::emit()).await.unwrap();
                 let binding = binding_record(g, &ident, &role);
                 s.create_bindings(std::slice::from_ref(&binding)).await.unwrap();
                 identities.push(ident);
@@ -1265,7 +1265,9 @@ async fn subtree_counts_follow_creates_and_deletes() {
         let gone = bindings.remove(at);
         s.delete_binding(&uidp(&gone.uid)).await.unwrap();
         let ident = identities.remove(1);
-        s.delete_identity(&uidp(&ident.uid)).await.unwrap();
+        s.delete_identity(&uidp(&ident.uid), ward_store::testing::emit())
+            .await
+            .unwrap();
         let leaf = groups
             .iter()
             .rposition(|g| {
@@ -1443,7 +1445,7 @@ async fn identities_create_get_update_delete_list() {
         };
         let o = identity_record(&other, "alpha");
         for i in [&a, &t, &o] {
-            s.create_identity(i)
+            s.create_identity(i, ward_store::testing::emit())
                 .await
                 .unwrap_or_else(|e| panic!("{name}: create {}: {e:?}", i.name));
         }
@@ -1461,7 +1463,11 @@ async fn identities_create_get_update_delete_list() {
             "{name}: missing"
         );
         let orphan = identity_record(&child(&org, "never"), "orphan");
-        assert_not_found(name, "identity under a missing group", s.create_identity(&orphan).await);
+        assert_not_found(
+            name,
+            "identity under a missing group",
+            s.create_identity(&orphan, ward_store::testing::emit()).await,
+        );
         assert_eq!(s.get_identity(&uidp(&orphan.uid)).await.unwrap(), None, "{name}");
 
         // Update: only the given fields; update_time always moves forward.
@@ -1474,6 +1480,7 @@ async fn identities_create_get_update_delete_list() {
                     ..Default::default()
                 },
                 T0 + 100,
+                ward_store::testing::emit(),
             )
             .await
             .unwrap_or_else(|e| panic!("{name}: update: {e:?}"));
@@ -1495,6 +1502,7 @@ async fn identities_create_get_update_delete_list() {
                     ..Default::default()
                 },
                 T0, // a clock behind the stored time
+                ward_store::testing::emit(),
             )
             .await
             .unwrap();
@@ -1516,8 +1524,13 @@ async fn identities_create_get_update_delete_list() {
         assert_not_found(
             name,
             "update a missing identity",
-            s.update_identity(&uidp(&orphan.uid), &IdentityPatch::default(), T0)
-                .await,
+            s.update_identity(
+                &uidp(&orphan.uid),
+                &IdentityPatch::default(),
+                T0,
+                ward_store::testing::emit(),
+            )
+            .await,
         );
 
         // List.
@@ -1591,11 +1604,15 @@ async fn identities_create_get_update_delete_list() {
         assert!(p2.next.is_none(), "{name}");
 
         // Delete.
-        s.delete_identity(&au)
+        s.delete_identity(&au, ward_store::testing::emit())
             .await
             .unwrap_or_else(|e| panic!("{name}: delete: {e:?}"));
         assert_eq!(s.get_identity(&au).await.unwrap(), None, "{name}: gone");
-        assert_not_found(name, "delete twice", s.delete_identity(&au).await);
+        assert_not_found(
+            name,
+            "delete twice",
+            s.delete_identity(&au, ward_store::testing::emit()).await,
+        );
         assert_eq!(list(query(UidpFilter::default())).await.total_count, 2, "{name}");
     }
 }
@@ -1747,7 +1764,7 @@ async fn bindings_create_get_update_delete_list() {
         let alice = identity_record(&org, "alice");
         let bob = identity_record(&team, "bob");
         for i in [&alice, &bob] {
-            s.create_identity(i).await.unwrap();
+            s.create_identity(i, ward_store::testing::emit()).await.unwrap();
         }
         let viewer = role_record(None, "viewer", "103,303,403,903");
         let owner = role_record(None, "owner", "101,102,103,104");
@@ -1904,6 +1921,7 @@ async fn bindings_create_get_update_delete_list() {
                 ..Default::default()
             },
             T0 + 5,
+            ward_store::testing::emit(),
         )
         .await
         .unwrap();
@@ -1957,7 +1975,7 @@ async fn iam_delete_constraints() {
         let team = child(&org, "team");
         b.create_all(&[org.clone(), team.clone()]).await;
         let id = identity_record(&org, "ci");
-        s.create_identity(&id).await.unwrap();
+        s.create_identity(&id, ward_store::testing::emit()).await.unwrap();
         let role = role_record(Some(&org), "lister", "103");
         s.create_role(&role, ward_store::testing::emit()).await.unwrap();
         let b1 = binding_record(&org, &id, &role);
@@ -1968,7 +1986,11 @@ async fn iam_delete_constraints() {
 
         // An identity or role still bound: RESOURCE_IN_USE naming the bindings.
         for (what, r, subject) in [
-            ("identity", s.delete_identity(&uidp(&id.uid)).await, &id.uid),
+            (
+                "identity",
+                s.delete_identity(&uidp(&id.uid), ward_store::testing::emit()).await,
+                &id.uid,
+            ),
             (
                 "role",
                 s.delete_role(&uidp(&role.uid), ward_store::testing::emit()).await,
@@ -2016,7 +2038,10 @@ async fn iam_delete_constraints() {
             let g = child(&org, kind);
             b.create(&g).await;
             match add {
-                0 => s.create_identity(&identity_record(&g, "x")).await.unwrap(),
+                0 => s
+                    .create_identity(&identity_record(&g, "x"), ward_store::testing::emit())
+                    .await
+                    .unwrap(),
                 1 => s
                     .create_role(&role_record(Some(&g), "x", "103"), ward_store::testing::emit())
                     .await
@@ -2039,7 +2064,7 @@ async fn iam_delete_constraints() {
         s.delete_group(&uidp(&team.uid), ward_store::testing::emit())
             .await
             .unwrap_or_else(|e| panic!("{name}: emptied team: {e:?}"));
-        s.delete_identity(&uidp(&id.uid))
+        s.delete_identity(&uidp(&id.uid), ward_store::testing::emit())
             .await
             .unwrap_or_else(|e| panic!("{name}: unbound identity: {e:?}"));
         s.delete_role(&uidp(&role.uid), ward_store::testing::emit())
@@ -2059,7 +2084,7 @@ async fn grants_rows() {
         let x = identity_record(&org, "x");
         let y = identity_record(&org, "y");
         for i in [&x, &y] {
-            s.create_identity(i).await.unwrap();
+            s.create_identity(i, ward_store::testing::emit()).await.unwrap();
         }
         let viewer = role_record(None, "viewer", "103,303");
         s.upsert_builtin_roles(std::slice::from_ref(&viewer)).await.unwrap();

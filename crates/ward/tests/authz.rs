@@ -280,7 +280,11 @@ async fn root_identity(s: &TestServer, name: &str) -> String {
         create_time: now,
         update_time: now,
     };
-    s.ward().store.create_identity(&record).await.expect("root identity");
+    s.ward()
+        .store
+        .create_identity(&record, ward_store::testing::emit())
+        .await
+        .expect("root identity");
     uid
 }
 

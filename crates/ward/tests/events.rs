@@ -95,10 +95,48 @@ async fn writes_record_their_events_and_old_ones_are_pruned() {
         assert_eq!(chrono(5).subject, team_uid, "{b}");
         assert_eq!(body(chrono(5)), json!({}), "{b}: a delete's body is Empty");
 
+        // Identities: create, update, delete, in the organization's log.
+        let (st, id) = s
+            .post(
+                &format!("/iam/v2/identities/{org_uid}"),
+                json!({
+                    "name": "ci",
+                    "claimMatch": {"issuer": "https://token.actions.githubusercontent.com", "subject": "repo:acme/app"},
+                }),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "{b}: {id}");
+        let id_uid = id["uid"].as_str().unwrap().to_owned();
+        let (st, id2) = s
+            .patch(&format!("/iam/v2/identities/{id_uid}"), json!({"name": "ci-renamed"}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{b}: {id2}");
+        let (st, _) = s
+            .call(reqwest::Method::DELETE, &format!("/iam/v2/identities/{id_uid}"), None)
+            .await;
+        assert_eq!(st, StatusCode::OK, "{b}");
+        let newest: Vec<EventRecord> = log(&s, &org_uid).await.into_iter().take(3).collect();
+        let types: Vec<&str> = newest.iter().rev().map(|e| e.event_type.as_str()).collect();
+        assert_eq!(
+            types,
+            [
+                "dev.chainguard.api.iam.identity.created.v1",
+                "dev.chainguard.api.iam.identity.updated.v1",
+                "dev.chainguard.api.iam.identity.deleted.v1",
+            ],
+            "{b}"
+        );
+        assert_eq!(body(&newest[2]), id, "{b}: created identity");
+        assert_eq!(body(&newest[1]), id2, "{b}: updated identity");
+        assert!(
+            newest.iter().all(|e| e.subject == id_uid && e.group_uid == org_uid),
+            "{b}"
+        );
+
         // Past the retention (400 days by default), the sweep prunes them.
         s.clock.advance_millis(401 * 24 * 60 * 60 * 1000);
         let pruned = s.ward().prune_events().await.expect("prune");
-        assert!(pruned >= events.len() as u64, "{b}: pruned {pruned}");
+        assert!(pruned >= events.len() as u64 + 3, "{b}: pruned {pruned}");
         assert!(log(&s, &org_uid).await.is_empty(), "{b}");
     }
 }

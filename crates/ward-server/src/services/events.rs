@@ -18,6 +18,9 @@ pub mod types {
     pub const ROLE_CREATED: &str = "dev.chainguard.api.iam.roles.created.v1";
     pub const ROLE_UPDATED: &str = "dev.chainguard.api.iam.roles.updated.v1";
     pub const ROLE_DELETED: &str = "dev.chainguard.api.iam.roles.deleted.v1";
+    pub const IDENTITY_CREATED: &str = "dev.chainguard.api.iam.identity.created.v1";
+    pub const IDENTITY_UPDATED: &str = "dev.chainguard.api.iam.identity.updated.v1";
+    pub const IDENTITY_DELETED: &str = "dev.chainguard.api.iam.identity.deleted.v1";
     pub const REPO_CREATED: &str = "dev.chainguard.api.platform.registry.repo.created.v1";
     pub const REPO_UPDATED: &str = "dev.chainguard.api.platform.registry.repo.updated.v1";
     pub const REPO_DELETED: &str = "dev.chainguard.api.platform.registry.repo.deleted.v1";
@@ -46,6 +49,15 @@ pub(crate) fn body<T: Serialize>(m: &T) -> String {
 }
 
 impl Ward {
+    /// The group an event about `uid` belongs to: its parent, or itself at
+    /// the root (an organization, a registered person).
+    pub(crate) fn event_group(uid: &str) -> String {
+        match uid.rsplit_once('/') {
+            Some((parent, _)) => parent.to_owned(),
+            None => uid.to_owned(),
+        }
+    }
+
     /// Deletes the events older than the retention, in batches; returns how
     /// many went. Every server runs it on its sweep tick (replicas deleting
     /// the same rows is harmless).

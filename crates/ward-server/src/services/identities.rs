@@ -18,8 +18,10 @@ use ward_proto::iam::v2::{
     ClaimMatch, CreateIdentityRequest, DeleteIdentityRequest, GetIdentityRequest, Identity, ListIdentitiesRequest,
     ListIdentitiesResponse, LookupIdentityRequest, LookupIdentityResponse, RelationshipType, StaticKeys, claim_match,
 };
+use ward_store::events::Emit;
 use ward_store::{IDENTITY_TYPE, IdentityPatch, IdentityRecord};
 
+use super::events;
 use super::list::ListParams;
 use super::{UpdateMask, hide_bindings};
 use crate::authz::{Caller, Grants};
@@ -348,7 +350,7 @@ fn relationship_kind(rel: Option<&Relationship>) -> Option<&'static str> {
     }
 }
 
-fn to_proto(r: IdentityRecord) -> Identity {
+pub(crate) fn to_proto(r: IdentityRecord) -> Identity {
     let relationship = if r.relationship_type == RelationshipType::Static as i64 {
         serde_json::from_str(&r.relationship).ok().map(Relationship::StaticKeys)
     } else {
@@ -473,7 +475,10 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        self.store.create_identity(&record).await?;
+        let body = events::body(&to_proto(record.clone()));
+        let group = Ward::event_group(&record.uid);
+        let head = self.event(caller, events::types::IDENTITY_CREATED, &record.uid, &group, body);
+        self.store.create_identity(&record, Emit::fixed(head)).await?;
         Ok(to_proto(record))
     }
 
@@ -607,8 +612,17 @@ impl Ward {
         let record = match existing {
             Some(r) if mask.is_empty() => r,
             _ => {
+                let group = Ward::event_group(uid.as_str());
+                let head = self.event(
+                    caller,
+                    events::types::IDENTITY_UPDATED,
+                    uid.as_str(),
+                    &group,
+                    String::new(),
+                );
+                let emit = Emit::new(head, |i: &IdentityRecord| events::body(&to_proto(i.clone())));
                 self.store
-                    .update_identity(&uid, &patch, self.clock.now_millis())
+                    .update_identity(&uid, &patch, self.clock.now_millis(), emit)
                     .await?
             }
         };
@@ -643,8 +657,16 @@ impl Ward {
     pub async fn delete_identity(&self, caller: &Caller, req: DeleteIdentityRequest) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.authorize(caller, &rpc::DELETE_IDENTITY, &uid)?;
+        let group = Ward::event_group(uid.as_str());
+        let head = self.event(
+            caller,
+            events::types::IDENTITY_DELETED,
+            uid.as_str(),
+            &group,
+            "{}".into(),
+        );
         self.store
-            .delete_identity(&uid)
+            .delete_identity(&uid, Emit::fixed(head))
             .await
             .map_err(|e| hide_bindings(caller, e, "identity"))?;
         // Registry logins remembered for it end now (on other replicas

@@ -14,8 +14,10 @@ use ward_proto::iam::v2::{
     DeleteRoleBindingRequest, GetRoleBindingRequest, ListRoleBindingsRequest, ListRoleBindingsResponse, RoleBinding,
     RoleBindingGroup, RoleBindingIdentity, RoleBindingRole,
 };
+use ward_store::events::Emit;
 use ward_store::{GROUP_TYPE, HydratedBinding, IDENTITY_TYPE, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord};
 
+use super::events;
 use super::list::ListParams;
 use super::{UpdateMask, parse_uidp};
 use crate::authz::Caller;
@@ -156,7 +158,7 @@ impl Ward {
 
     /// Records a person bound before their first login (see
     /// [`Self::bindable_identity`]); a concurrent first record is fine.
-    async fn pending_person(&self, uid: &Uidp) -> Result<()> {
+    async fn pending_person(&self, caller: &Caller, uid: &Uidp) -> Result<()> {
         let now = self.clock.now_millis();
         let record = ward_store::IdentityRecord {
             uid: uid.as_str().to_owned(),
@@ -172,7 +174,11 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        match self.store.create_identity(&record).await {
+        // Ward's bookkeeping: an internal event (audited, never delivered).
+        let body = events::body(&super::identities::to_proto(record.clone()));
+        let mut head = self.event(caller, events::types::IDENTITY_CREATED, &record.uid, &record.uid, body);
+        head.audience = ward_store::events::INTERNAL.into();
+        match self.store.create_identity(&record, Emit::fixed(head)).await {
             Ok(()) => Ok(()),
             Err(e) => match self.store.get_identity(uid).await? {
                 Some(_) => Ok(()),
@@ -185,7 +191,7 @@ impl Ward {
     /// failed to be written, or were deleted): pending identities exist only
     /// for the bindings that wait for them. One that is still bound stays
     /// (the store refuses to delete it).
-    async fn drop_unbound_pending(&self, uid: &str) {
+    async fn drop_unbound_pending(&self, caller: &Caller, uid: &str) {
         let Ok(uid) = Uidp::parse("identity", uid) else { return };
         if !uid.is_root() {
             return;
@@ -193,15 +199,23 @@ impl Ward {
         if let Ok(Some(r)) = self.store.get_identity(&uid).await
             && is_pending(&r)
         {
-            let _ = self.store.delete_identity(&uid).await;
+            let mut head = self.event(
+                caller,
+                events::types::IDENTITY_DELETED,
+                uid.as_str(),
+                uid.as_str(),
+                "{}".into(),
+            );
+            head.audience = ward_store::events::INTERNAL.into();
+            let _ = self.store.delete_identity(&uid, Emit::fixed(head)).await;
         }
     }
 
     /// Writes bindings, recording first the pending people they wait for;
     /// if the bindings cannot be written, those pending people go again.
-    async fn write_bindings(&self, records: &[RoleBindingRecord], pending: &[Uidp]) -> Result<()> {
+    async fn write_bindings(&self, caller: &Caller, records: &[RoleBindingRecord], pending: &[Uidp]) -> Result<()> {
         for p in pending {
-            self.pending_person(p).await?;
+            self.pending_person(caller, p).await?;
         }
         let written = if let [one] = records {
             self.store.create_binding(one).await
@@ -210,7 +224,7 @@ impl Ward {
         };
         if written.is_err() {
             for p in pending {
-                self.drop_unbound_pending(p.as_str()).await;
+                self.drop_unbound_pending(caller, p.as_str()).await;
             }
         }
         written
@@ -301,7 +315,7 @@ impl Ward {
         for (identity, role) in wanted {
             records.push(self.new_binding(caller, &group, identity, role, &mut pending).await?);
         }
-        self.write_bindings(&records, &pending).await?;
+        self.write_bindings(caller, &records, &pending).await?;
         self.grants_changed();
         let mut role_bindings = Vec::with_capacity(records.len());
         for r in &records {
@@ -329,7 +343,8 @@ impl Ward {
         let mut pending = Vec::new();
         let record = self.new_binding(caller, &group, identity, role, &mut pending).await?;
         let uid = Uidp::parse("uid", &record.uid)?;
-        self.write_bindings(std::slice::from_ref(&record), &pending).await?;
+        self.write_bindings(caller, std::slice::from_ref(&record), &pending)
+            .await?;
         self.grants_changed();
         let b = self
             .store
@@ -434,7 +449,7 @@ impl Ward {
             self.grants_changed();
         }
         if let Some(identity) = identity {
-            self.drop_unbound_pending(&identity).await;
+            self.drop_unbound_pending(caller, &identity).await;
         }
         Ok(())
     }
