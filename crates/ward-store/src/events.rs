@@ -68,6 +68,12 @@ impl<R> Emit<R> {
         }
     }
 
+    /// The same event for another audience.
+    pub fn audience(mut self, audience: &str) -> Self {
+        self.head.audience = audience.to_owned();
+        self
+    }
+
     /// The event to store for the write's `result`.
     pub fn record(self, result: &R) -> EventRecord {
         let mut e = self.head;

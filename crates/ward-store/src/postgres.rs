@@ -246,17 +246,9 @@ impl PostgresStore {
     }
 
     /// Inserts a child of a group, holding the group `FOR SHARE` so a concurrent
-    /// delete of the group waits and then sees the child.
+    /// delete of the group waits and then sees the child; and the write's
+    /// event, when it records one, in the same transaction.
     async fn insert_under_group(
-        &self,
-        parent: Option<&str>,
-        insert: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
-    ) -> Result<()> {
-        self.insert_under_group_emitting(parent, insert, None).await
-    }
-
-    /// [`Self::insert_under_group`], with the write's event when it has one.
-    async fn insert_under_group_emitting(
         &self,
         parent: Option<&str>,
         insert: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
@@ -513,7 +505,7 @@ impl Store for PostgresStore {
     async fn create_identity(&self, i: &IdentityRecord, emit: crate::events::Emit<()>) -> Result<()> {
         let sql = insert_identity_sql();
         let insert = bind_identity(sqlx::query(&sql), i);
-        self.insert_under_group_emitting(i.parent_uid.as_deref(), insert, Some(emit.record(&())))
+        self.insert_under_group(i.parent_uid.as_deref(), insert, Some(emit.record(&())))
             .await
     }
 
@@ -600,7 +592,7 @@ impl Store for PostgresStore {
             .bind(&r.capabilities)
             .bind(r.create_time)
             .bind(r.update_time);
-        self.insert_under_group_emitting(r.parent_uid.as_deref(), insert, Some(emit.record(&())))
+        self.insert_under_group(r.parent_uid.as_deref(), insert, Some(emit.record(&())))
             .await
     }
 

@@ -36,6 +36,11 @@ fn head(id: &str, event_type: &str, group: &Uidp, actor: &str, time: i64) -> Eve
     }
 }
 
+/// A write's event with a body known before the write.
+fn fixed<R>(id: &str, event_type: &str, group: &Uidp, actor: &str, time: i64) -> Emit<R> {
+    Emit::fixed(head(id, event_type, group, actor, time))
+}
+
 fn all(scopes: &[&Uidp]) -> EventQuery {
     EventQuery {
         scopes: scopes.iter().map(|s| s.as_str().to_owned()).collect(),
@@ -56,24 +61,16 @@ async fn an_event_commits_with_its_write_and_only_with_it() {
         let org = Uidp::new_root();
         let team = org.new_child();
         let other = Uidp::new_root();
-        s.create_group(
-            &group(&org, "org"),
-            None,
-            Emit::fixed(head("e1", "created", &org, "alice", 10)),
-        )
-        .await
-        .unwrap();
-        s.create_group(
-            &group(&team, "team"),
-            None,
-            Emit::fixed(head("e2", "created", &team, "bob", 20)),
-        )
-        .await
-        .unwrap();
+        s.create_group(&group(&org, "org"), None, fixed("e1", "created", &org, "alice", 10))
+            .await
+            .unwrap();
+        s.create_group(&group(&team, "team"), None, fixed("e2", "created", &team, "bob", 20))
+            .await
+            .unwrap();
         s.create_group(
             &group(&other, "other"),
             None,
-            Emit::fixed(head("e3", "created", &other, "alice", 30)),
+            fixed("e3", "created", &other, "alice", 30),
         )
         .await
         .unwrap();
@@ -85,13 +82,11 @@ async fn an_event_commits_with_its_write_and_only_with_it() {
             .create_group(
                 &group(&orphan, "orphan"),
                 None,
-                Emit::fixed(head("x1", "created", &orphan, "alice", 40)),
+                fixed("x1", "created", &orphan, "alice", 40),
             )
             .await;
         assert!(matches!(refused, Err(Error::NotFound { .. })), "{name}: {refused:?}");
-        let refused = s
-            .delete_group(&org, Emit::fixed(head("x2", "deleted", &org, "alice", 41)))
-            .await;
+        let refused = s.delete_group(&org, fixed("x2", "deleted", &org, "alice", 41)).await;
         assert!(
             matches!(refused, Err(Error::FailedPrecondition(_))),
             "{name}: {refused:?}"
@@ -123,7 +118,7 @@ async fn an_event_commits_with_its_write_and_only_with_it() {
             )
             .await
             .unwrap();
-        s.delete_group(&team, Emit::fixed(head("e5", "deleted", &team, "bob", 60)))
+        s.delete_group(&team, fixed("e5", "deleted", &team, "bob", 60))
             .await
             .unwrap();
 
@@ -214,13 +209,9 @@ async fn role_writes_record_their_events() {
         let s = &b.store;
         let name = b.name;
         let org = Uidp::new_root();
-        s.create_group(
-            &group(&org, "org"),
-            None,
-            Emit::fixed(head("g", "created", &org, "a", 1)),
-        )
-        .await
-        .unwrap();
+        s.create_group(&group(&org, "org"), None, fixed("g", "created", &org, "a", 1))
+            .await
+            .unwrap();
         let uid = org.new_child();
         let role = ward_store::RoleRecord {
             uid: uid.as_str().into(),
@@ -231,7 +222,7 @@ async fn role_writes_record_their_events() {
             create_time: 1,
             update_time: 1,
         };
-        s.create_role(&role, Emit::fixed(head("r1", "role.created", &org, "a", 2)))
+        s.create_role(&role, fixed("r1", "role.created", &org, "a", 2))
             .await
             .unwrap();
         let missing = Uidp::new_root();
@@ -241,7 +232,7 @@ async fn role_writes_record_their_events() {
             ..role.clone()
         };
         assert!(
-            s.create_role(&orphan, Emit::fixed(head("x", "role.created", &org, "a", 3)))
+            s.create_role(&orphan, fixed("x", "role.created", &org, "a", 3))
                 .await
                 .is_err()
         );
@@ -260,11 +251,11 @@ async fn role_writes_record_their_events() {
         )
         .await
         .unwrap();
-        s.delete_role(&uid, Emit::fixed(head("r3", "role.deleted", &org, "a", 5)))
+        s.delete_role(&uid, fixed("r3", "role.deleted", &org, "a", 5))
             .await
             .unwrap();
         assert!(
-            s.delete_role(&uid, Emit::fixed(head("y", "role.deleted", &org, "a", 6)))
+            s.delete_role(&uid, fixed("y", "role.deleted", &org, "a", 6))
                 .await
                 .is_err()
         );
@@ -283,13 +274,9 @@ async fn repo_writes_record_their_events() {
         let s = &b.store;
         let name = b.name;
         let org = Uidp::new_root();
-        s.create_group(
-            &group(&org, "org"),
-            None,
-            Emit::fixed(head("g", "created", &org, "a", 1)),
-        )
-        .await
-        .unwrap();
+        s.create_group(&group(&org, "org"), None, fixed("g", "created", &org, "a", 1))
+            .await
+            .unwrap();
         let uid = org.new_child();
         let repo = ward_store::registry::RepoRecord {
             uid: uid.as_str().into(),
@@ -304,7 +291,7 @@ async fn repo_writes_record_their_events() {
             create_time: 1,
             update_time: 1,
         };
-        s.create_repo(&repo, Emit::fixed(head("p1", "repo.created", &org, "a", 2)))
+        s.create_repo(&repo, fixed("p1", "repo.created", &org, "a", 2))
             .await
             .unwrap();
         // A second repo of the same name is refused, and records nothing.
@@ -313,7 +300,7 @@ async fn repo_writes_record_their_events() {
             ..repo.clone()
         };
         assert!(
-            s.create_repo(&twin, Emit::fixed(head("x1", "repo.created", &org, "a", 3)))
+            s.create_repo(&twin, fixed("x1", "repo.created", &org, "a", 3))
                 .await
                 .is_err()
         );
@@ -332,11 +319,11 @@ async fn repo_writes_record_their_events() {
         )
         .await
         .unwrap();
-        s.delete_repo(&uid, Emit::fixed(head("p3", "repo.deleted", &org, "a", 5)))
+        s.delete_repo(&uid, fixed("p3", "repo.deleted", &org, "a", 5))
             .await
             .unwrap();
         assert!(
-            s.delete_repo(&uid, Emit::fixed(head("x2", "repo.deleted", &org, "a", 6)))
+            s.delete_repo(&uid, fixed("x2", "repo.deleted", &org, "a", 6))
                 .await
                 .is_err()
         );

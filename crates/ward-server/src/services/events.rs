@@ -4,7 +4,7 @@
 //! (see `ward_store::events`).
 
 use serde::Serialize;
-use ward_store::events::{CUSTOMER, EventRecord};
+use ward_store::events::{CUSTOMER, Emit, EventRecord};
 
 use crate::authz::Caller;
 use crate::ward::Ward;
@@ -42,13 +42,45 @@ fn new_id() -> String {
 }
 
 /// A message's proto3 JSON, the body of its event.
-pub(crate) fn body<T: Serialize>(m: &T) -> String {
+fn body<T: Serialize>(m: &T) -> String {
     // Ward's messages always serialize; an empty object would still be a
     // well-formed body.
     serde_json::to_string(m).unwrap_or_else(|_| "{}".into())
 }
 
 impl Ward {
+    /// The event of `caller`'s create of `subject`, answered with `reply`.
+    pub(crate) fn created<M: Serialize>(
+        &self,
+        caller: &Caller,
+        event_type: &str,
+        subject: &str,
+        group: &str,
+        reply: &M,
+    ) -> Emit<()> {
+        Emit::fixed(self.event(caller, event_type, subject, group, body(reply)))
+    }
+
+    /// The event of `caller`'s update of `subject`: its body is the updated
+    /// record as the API returns it (`reply`), rendered in the write's
+    /// transaction.
+    pub(crate) fn updated<R: Clone, M: Serialize>(
+        &self,
+        caller: &Caller,
+        event_type: &str,
+        subject: &str,
+        group: &str,
+        reply: impl FnOnce(R) -> M + Send + 'static,
+    ) -> Emit<R> {
+        let head = self.event(caller, event_type, subject, group, String::new());
+        Emit::new(head, move |r: &R| body(&reply(r.clone())))
+    }
+
+    /// The event of `caller`'s delete of `subject` (its body: Empty).
+    pub(crate) fn deleted(&self, caller: &Caller, event_type: &str, subject: &str, group: &str) -> Emit<()> {
+        Emit::fixed(self.event(caller, event_type, subject, group, "{}".into()))
+    }
+
     /// The group an event about `uid` belongs to: its parent, or itself at
     /// the root (an organization, a registered person).
     pub(crate) fn event_group(uid: &str) -> String {
@@ -77,14 +109,7 @@ impl Ward {
     /// The head of the event `caller`'s write of `subject` (in `group`)
     /// emits; its body is `body` unless the store renders it from the
     /// write's result.
-    pub(crate) fn event(
-        &self,
-        caller: &Caller,
-        event_type: &str,
-        subject: &str,
-        group: &str,
-        body: String,
-    ) -> EventRecord {
+    fn event(&self, caller: &Caller, event_type: &str, subject: &str, group: &str, body: String) -> EventRecord {
         let act = caller
             .claims
             .act

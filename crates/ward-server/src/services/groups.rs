@@ -12,8 +12,6 @@ use ward_proto::iam::v2::{
 };
 use ward_store::{GROUP_TYPE, GroupPatch, GroupRecord, RoleBindingRecord};
 
-use ward_store::events::Emit;
-
 use super::UpdateMask;
 use super::events;
 use super::list::ListParams;
@@ -131,11 +129,14 @@ impl Ward {
             update_time: now,
             kind,
         };
-        let body = events::body(&to_proto(record.clone()));
-        let head = self.event(caller, events::types::GROUP_CREATED, &record.uid, &record.uid, body);
-        self.store
-            .create_group(&record, owner.as_ref(), Emit::fixed(head))
-            .await?;
+        let emit = self.created(
+            caller,
+            events::types::GROUP_CREATED,
+            &record.uid,
+            &record.uid,
+            &to_proto(record.clone()),
+        );
+        self.store.create_group(&record, owner.as_ref(), emit).await?;
         if owner.is_some() {
             self.grants_changed();
         }
@@ -306,14 +307,13 @@ impl Ward {
                 .ok_or_else(|| Error::not_found(GROUP_TYPE, uid.as_str()))?;
             return Ok(to_proto(record));
         }
-        let head = self.event(
+        let emit = self.updated(
             caller,
             events::types::GROUP_UPDATED,
             uid.as_str(),
             uid.as_str(),
-            String::new(),
+            to_proto,
         );
-        let emit = Emit::new(head, |g: &GroupRecord| events::body(&to_proto(g.clone())));
         let record = self
             .store
             .update_group(&uid, &patch, self.clock.now_millis(), emit)
@@ -324,13 +324,7 @@ impl Ward {
     pub async fn delete_group(&self, caller: &Caller, req: DeleteGroupRequest) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.authorize(caller, &rpc::DELETE_GROUP, &uid)?;
-        let head = self.event(
-            caller,
-            events::types::GROUP_DELETED,
-            uid.as_str(),
-            uid.as_str(),
-            "{}".into(),
-        );
-        self.store.delete_group(&uid, Emit::fixed(head)).await
+        let emit = self.deleted(caller, events::types::GROUP_DELETED, uid.as_str(), uid.as_str());
+        self.store.delete_group(&uid, emit).await
     }
 }

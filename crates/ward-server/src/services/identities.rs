@@ -18,7 +18,6 @@ use ward_proto::iam::v2::{
     ClaimMatch, CreateIdentityRequest, DeleteIdentityRequest, GetIdentityRequest, Identity, ListIdentitiesRequest,
     ListIdentitiesResponse, LookupIdentityRequest, LookupIdentityResponse, RelationshipType, StaticKeys, claim_match,
 };
-use ward_store::events::Emit;
 use ward_store::{IDENTITY_TYPE, IdentityPatch, IdentityRecord};
 
 use super::events;
@@ -475,10 +474,15 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        let body = events::body(&to_proto(record.clone()));
         let group = Ward::event_group(&record.uid);
-        let head = self.event(caller, events::types::IDENTITY_CREATED, &record.uid, &group, body);
-        self.store.create_identity(&record, Emit::fixed(head)).await?;
+        let emit = self.created(
+            caller,
+            events::types::IDENTITY_CREATED,
+            &record.uid,
+            &group,
+            &to_proto(record.clone()),
+        );
+        self.store.create_identity(&record, emit).await?;
         Ok(to_proto(record))
     }
 
@@ -613,14 +617,7 @@ impl Ward {
             Some(r) if mask.is_empty() => r,
             _ => {
                 let group = Ward::event_group(uid.as_str());
-                let head = self.event(
-                    caller,
-                    events::types::IDENTITY_UPDATED,
-                    uid.as_str(),
-                    &group,
-                    String::new(),
-                );
-                let emit = Emit::new(head, |i: &IdentityRecord| events::body(&to_proto(i.clone())));
+                let emit = self.updated(caller, events::types::IDENTITY_UPDATED, uid.as_str(), &group, to_proto);
                 self.store
                     .update_identity(&uid, &patch, self.clock.now_millis(), emit)
                     .await?
@@ -658,15 +655,9 @@ impl Ward {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.authorize(caller, &rpc::DELETE_IDENTITY, &uid)?;
         let group = Ward::event_group(uid.as_str());
-        let head = self.event(
-            caller,
-            events::types::IDENTITY_DELETED,
-            uid.as_str(),
-            &group,
-            "{}".into(),
-        );
+        let emit = self.deleted(caller, events::types::IDENTITY_DELETED, uid.as_str(), &group);
         self.store
-            .delete_identity(&uid, Emit::fixed(head))
+            .delete_identity(&uid, emit)
             .await
             .map_err(|e| hide_bindings(caller, e, "identity"))?;
         // Registry logins remembered for it end now (on other replicas

@@ -14,7 +14,7 @@ use ward_proto::iam::v2::{
     DeleteRoleBindingRequest, GetRoleBindingRequest, ListRoleBindingsRequest, ListRoleBindingsResponse, RoleBinding,
     RoleBindingGroup, RoleBindingIdentity, RoleBindingRole,
 };
-use ward_store::events::Emit;
+use ward_store::events::INTERNAL;
 use ward_store::{GROUP_TYPE, HydratedBinding, IDENTITY_TYPE, ROLE_BINDING_TYPE, ROLE_TYPE, RoleBindingRecord};
 
 use super::events;
@@ -175,10 +175,17 @@ impl Ward {
             update_time: now,
         };
         // Ward's bookkeeping: an internal event (audited, never delivered).
-        let body = events::body(&super::identities::to_proto(record.clone()));
-        let mut head = self.event(caller, events::types::IDENTITY_CREATED, &record.uid, &record.uid, body);
-        head.audience = ward_store::events::INTERNAL.into();
-        match self.store.create_identity(&record, Emit::fixed(head)).await {
+        let reply = super::identities::to_proto(record.clone());
+        let emit = self
+            .created(
+                caller,
+                events::types::IDENTITY_CREATED,
+                &record.uid,
+                &record.uid,
+                &reply,
+            )
+            .audience(INTERNAL);
+        match self.store.create_identity(&record, emit).await {
             Ok(()) => Ok(()),
             Err(e) => match self.store.get_identity(uid).await? {
                 Some(_) => Ok(()),
@@ -199,15 +206,10 @@ impl Ward {
         if let Ok(Some(r)) = self.store.get_identity(&uid).await
             && is_pending(&r)
         {
-            let mut head = self.event(
-                caller,
-                events::types::IDENTITY_DELETED,
-                uid.as_str(),
-                uid.as_str(),
-                "{}".into(),
-            );
-            head.audience = ward_store::events::INTERNAL.into();
-            let _ = self.store.delete_identity(&uid, Emit::fixed(head)).await;
+            let emit = self
+                .deleted(caller, events::types::IDENTITY_DELETED, uid.as_str(), uid.as_str())
+                .audience(INTERNAL);
+            let _ = self.store.delete_identity(&uid, emit).await;
         }
     }
 

@@ -12,7 +12,6 @@ use ward_proto::Timestamp;
 use ward_proto::iam::v2::{
     CreateRoleRequest, DeleteRoleRequest, GetRoleRequest, ListRolesRequest, ListRolesResponse, Role,
 };
-use ward_store::events::Emit;
 use ward_store::{ROLE_TYPE, RolePatch, RoleRecord};
 
 use super::events;
@@ -106,10 +105,15 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        let group = record.parent_uid.clone().unwrap_or_default();
-        let body = events::body(&to_proto(record.clone()));
-        let head = self.event(caller, events::types::ROLE_CREATED, &record.uid, &group, body);
-        self.store.create_role(&record, Emit::fixed(head)).await?;
+        let group = Ward::event_group(&record.uid);
+        let emit = self.created(
+            caller,
+            events::types::ROLE_CREATED,
+            &record.uid,
+            &group,
+            &to_proto(record.clone()),
+        );
+        self.store.create_role(&record, emit).await?;
         Ok(to_proto(record))
     }
 
@@ -201,9 +205,8 @@ impl Ward {
         if mask.is_empty() {
             return Ok(to_proto(current));
         }
-        let group = current.parent_uid.clone().unwrap_or_default();
-        let head = self.event(caller, events::types::ROLE_UPDATED, uid.as_str(), &group, String::new());
-        let emit = Emit::new(head, |r: &RoleRecord| events::body(&to_proto(r.clone())));
+        let group = Ward::event_group(uid.as_str());
+        let emit = self.updated(caller, events::types::ROLE_UPDATED, uid.as_str(), &group, to_proto);
         let record = self
             .store
             .update_role(&uid, &patch, self.clock.now_millis(), emit)
@@ -219,10 +222,14 @@ impl Ward {
             return Err(built_in(&uid));
         }
         self.authorize(caller, &rpc::DELETE_ROLE, &uid)?;
-        let group = current.parent_uid.clone().unwrap_or_default();
-        let head = self.event(caller, events::types::ROLE_DELETED, uid.as_str(), &group, "{}".into());
+        let emit = self.deleted(
+            caller,
+            events::types::ROLE_DELETED,
+            uid.as_str(),
+            &Ward::event_group(uid.as_str()),
+        );
         self.store
-            .delete_role(&uid, Emit::fixed(head))
+            .delete_role(&uid, emit)
             .await
             .map_err(|e| super::hide_bindings(caller, e, "role"))?;
         self.grants_changed();

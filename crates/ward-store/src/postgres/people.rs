@@ -31,7 +31,7 @@ impl PeopleStore for PostgresStore {
             .bind(&r.client_secret)
             .bind(r.create_time)
             .bind(r.update_time);
-        self.insert_under_group(Some(&r.parent_uid), insert).await
+        self.insert_under_group(Some(&r.parent_uid), insert, None).await
     }
 
     async fn get_identity_provider(&self, uid: &Uidp) -> Result<Option<IdentityProviderRecord>> {
@@ -185,7 +185,7 @@ impl PeopleStore for PostgresStore {
             .bind(r.single_use)
             .bind(r.create_time)
             .bind(r.update_time);
-        self.insert_under_group(Some(&r.parent_uid), insert).await
+        self.insert_under_group(Some(&r.parent_uid), insert, None).await
     }
 
     async fn get_group_invite(&self, uid: &Uidp) -> Result<Option<GroupInviteRecord>> {

@@ -644,15 +644,13 @@ impl Ward {
             update_time: now,
         };
         // The event of a push-created repo is CreateRepo's.
-        let body = crate::services::events::body(&super::repos::to_proto(record.clone()));
-        let head = self.event(
+        let emit = self.created(
             caller,
             crate::services::events::types::REPO_CREATED,
             &record.uid,
             &record.parent_uid,
-            body,
+            &super::repos::to_proto(record.clone()),
         );
-        let emit = ward_store::events::Emit::fixed(head);
         let repo = match self.store.create_repo(&record, emit).await {
             Ok(()) => record,
             // Another push created it meanwhile.

@@ -12,7 +12,6 @@ use ward_proto::Timestamp;
 use ward_proto::registry::v2::{
     CatalogTier, CreateRepoRequest, DeleteRepoRequest, GetRepoRequest, ListReposRequest, ListReposResponse, Repo,
 };
-use ward_store::events::Emit;
 use ward_store::registry::{RepoPatch, RepoRecord};
 
 use super::{json_list, to_json_list};
@@ -110,15 +109,14 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        let body = events::body(&to_proto(record.clone()));
-        let head = self.event(
+        let emit = self.created(
             caller,
             events::types::REPO_CREATED,
             &record.uid,
             &record.parent_uid,
-            body,
+            &to_proto(record.clone()),
         );
-        self.store.create_repo(&record, Emit::fixed(head)).await?;
+        self.store.create_repo(&record, emit).await?;
         Ok(to_proto(record))
     }
 
@@ -196,17 +194,25 @@ impl Ward {
             return Err(Error::InvalidArgument(bad));
         }
         let now = self.clock.now_millis();
-        let group = uid.parent().map(String::from).unwrap_or_default();
-        let head = self.event(caller, events::types::REPO_UPDATED, uid.as_str(), &group, String::new());
-        let emit = Emit::new(head, |r: &RepoRecord| events::body(&to_proto(r.clone())));
+        let emit = self.updated(
+            caller,
+            events::types::REPO_UPDATED,
+            uid.as_str(),
+            &Ward::event_group(uid.as_str()),
+            to_proto,
+        );
         Ok(to_proto(self.store.update_repo(&uid, &patch, now, emit).await?))
     }
 
     pub async fn delete_repo(&self, caller: &Caller, req: DeleteRepoRequest) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.authorized_repo(caller, &rpc::DELETE_REPO, &uid).await?;
-        let group = uid.parent().map(String::from).unwrap_or_default();
-        let head = self.event(caller, events::types::REPO_DELETED, uid.as_str(), &group, "{}".into());
-        self.store.delete_repo(&uid, Emit::fixed(head)).await
+        let emit = self.deleted(
+            caller,
+            events::types::REPO_DELETED,
+            uid.as_str(),
+            &Ward::event_group(uid.as_str()),
+        );
+        self.store.delete_repo(&uid, emit).await
     }
 }
