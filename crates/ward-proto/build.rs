@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 /// Packages written once as v2 and also served as v2beta1.
-const VERSIONED: &[&str] = &["iam", "registry", "vulnerabilities", "ping", "advisory"];
+const VERSIONED: &[&str] = &["iam", "registry", "vulnerabilities", "ping", "advisory", "events"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
@@ -86,6 +86,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ".chainguard.platform.advisory",
             ".chainguard.platform.tenant",
             ".chainguard.platform.ping",
+            ".chainguard.platform.events",
         ])?;
     Ok(())
 }

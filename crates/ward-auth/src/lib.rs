@@ -400,6 +400,13 @@ impl Tokens {
             access: grant.access.clone(),
             roles: grant.roles.clone(),
         };
+        Ok((self.sign(&claims)?, exp))
+    }
+
+    /// Signs `claims` as they are with the newest key: for tokens Ward hands
+    /// to others (a webhook delivery's, audience `customer`), which its own
+    /// verification never accepts since they name another audience.
+    pub fn sign<T: Serialize>(&self, claims: &T) -> Result<String> {
         let keys = self.keys.read().expect("key lock");
         let key = keys
             .keys
@@ -410,9 +417,7 @@ impl Tokens {
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(key.kid.clone());
         let encoding = key.encoding.as_ref().ok_or_else(|| Error::internal(NO_OPENABLE_KEY))?;
-        let token =
-            jsonwebtoken::encode(&header, &claims, encoding).map_err(|e| Error::internal(format_args!("sign: {e}")))?;
-        Ok((token, exp))
+        jsonwebtoken::encode(&header, claims, encoding).map_err(|e| Error::internal(format_args!("sign: {e}")))
     }
 
     /// Verifies a token: signature by one of Ward's keys, issuer, audience and

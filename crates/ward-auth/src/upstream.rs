@@ -189,6 +189,13 @@ pub struct FetchPolicy {
     pub allow_insecure: bool,
 }
 
+impl FetchPolicy {
+    /// Whether a fetch may connect to `ip`.
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        is_public(ip) || self.allow_insecure || (self.allow_loopback_http && ip.is_loopback())
+    }
+}
+
 struct CachedKeys {
     keys: JwkSet,
     fetched_ms: i64,
@@ -471,41 +478,11 @@ impl Upstream {
         context: &str,
     ) -> Result<T> {
         let unreachable = |why: String| reject(format!("{context}: {why}"));
-        let parsed = reqwest::Url::parse(url).map_err(|_| unreachable(format!("{url} is not a URL")))?;
-        let host = parsed
-            .host_str()
-            .ok_or_else(|| unreachable(format!("{url} has no host")))?
-            .to_owned();
-        let port = parsed.port_or_known_default().unwrap_or(443);
-        let insecure_ok = self.policy.allow_insecure || self.policy.allow_loopback_http;
-        match parsed.scheme() {
-            "https" => {}
-            "http" if insecure_ok => {}
-            _ => return Err(unreachable(format!("{url} is not https"))),
-        }
-        let host_for_lookup = host.trim_start_matches('[').trim_end_matches(']').to_owned();
-        let addrs: Vec<std::net::SocketAddr> =
-            tokio::time::timeout(FETCH_TIMEOUT, tokio::net::lookup_host((host_for_lookup.as_str(), port)))
-                .await
-                .map_err(|_| unreachable("name lookup timed out".into()))?
-                .map_err(|e| unreachable(format!("name lookup failed: {e}")))?
-                .collect();
-        let allowed = |ip: IpAddr| {
-            is_public(ip) || self.policy.allow_insecure || (self.policy.allow_loopback_http && ip.is_loopback())
-        };
-        let addr = *addrs
-            .iter()
-            .find(|a| allowed(a.ip()))
-            .ok_or_else(|| unreachable(format!("{host} resolves only to addresses that may not be fetched")))?;
-        // Connect to exactly the address that was checked: no second lookup
-        // (DNS rebinding), no proxy from the environment, no redirects.
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .timeout(FETCH_TIMEOUT)
-            .resolve(&host, addr)
-            .build()
-            .map_err(|e| unreachable(e.to_string()))?;
+        let Pinned {
+            client,
+            url: parsed,
+            addr,
+        } = pinned(url, self.policy, FETCH_TIMEOUT).await.map_err(unreachable)?;
         let request = match form {
             None => client.get(parsed),
             Some((fields, basic)) => {
@@ -524,15 +501,7 @@ impl Upstream {
             }
         };
         let mut resp = request.send().await.map_err(|e| unreachable(e.to_string()))?;
-        // And check that it did.
-        match resp.remote_addr() {
-            Some(peer) if peer.ip() == addr.ip() && peer.port() == addr.port() => {}
-            _ => {
-                return Err(unreachable(format!(
-                    "{url} was not reached at the address that was checked"
-                )));
-            }
-        }
+        check_peer(&resp, addr, url).map_err(unreachable)?;
         if form.is_none() && !resp.status().is_success() {
             return Err(unreachable(format!("{url} answered {}", resp.status())));
         }
@@ -544,6 +513,66 @@ impl Upstream {
             }
         }
         serde_json::from_slice(&body).map_err(|_| unreachable(format!("{url} is not the expected JSON")))
+    }
+}
+
+/// A client bound to the one address of a URL's host that the fetch policy
+/// allows: see [`pinned`].
+pub struct Pinned {
+    pub client: reqwest::Client,
+    pub url: reqwest::Url,
+    pub addr: std::net::SocketAddr,
+}
+
+/// Checks `url` against `policy` (https, or http where allowed), resolves
+/// its host, and picks an address the policy allows (public, or loopback or
+/// any where allowed); the client connects to exactly that address (no
+/// second lookup, so no DNS rebinding), with no proxy from the environment,
+/// no redirects, and `timeout` per request. Check the response with
+/// [`check_peer`]. The error says why, for the caller to wrap.
+pub async fn pinned(url: &str, policy: FetchPolicy, timeout: Duration) -> std::result::Result<Pinned, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|_| format!("{url} is not a URL"))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| format!("{url} has no host"))?
+        .to_owned();
+    let port = parsed.port_or_known_default().unwrap_or(443);
+    let insecure_ok = policy.allow_insecure || policy.allow_loopback_http;
+    match parsed.scheme() {
+        "https" => {}
+        "http" if insecure_ok => {}
+        _ => return Err(format!("{url} is not https")),
+    }
+    let host_for_lookup = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let addrs: Vec<std::net::SocketAddr> =
+        tokio::time::timeout(FETCH_TIMEOUT, tokio::net::lookup_host((host_for_lookup.as_str(), port)))
+            .await
+            .map_err(|_| "name lookup timed out".to_owned())?
+            .map_err(|e| format!("name lookup failed: {e}"))?
+            .collect();
+    let addr = *addrs
+        .iter()
+        .find(|a| policy.allows(a.ip()))
+        .ok_or_else(|| format!("{host} resolves only to addresses that may not be fetched"))?;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .timeout(timeout)
+        .resolve(&host, addr)
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(Pinned {
+        client,
+        url: parsed,
+        addr,
+    })
+}
+
+/// Checks that `resp` came from `addr`, the address [`pinned`] checked.
+pub fn check_peer(resp: &reqwest::Response, addr: std::net::SocketAddr, url: &str) -> std::result::Result<(), String> {
+    match resp.remote_addr() {
+        Some(peer) if peer.ip() == addr.ip() && peer.port() == addr.port() => Ok(()),
+        _ => Err(format!("{url} was not reached at the address that was checked")),
     }
 }
 

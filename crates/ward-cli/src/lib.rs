@@ -12,6 +12,7 @@ pub mod advisories;
 pub mod auth;
 pub mod cache;
 pub mod client;
+pub mod events;
 pub mod groups;
 pub mod identities;
 pub mod login;
@@ -116,6 +117,15 @@ impl Connection {
 /// Runs a `ward registry` command. Its error is [`sanitize_error`]ed.
 pub async fn run_registry(conn: &Connection, cmd: registry::RegistryCommand) -> anyhow::Result<()> {
     registry::run(conn, cmd).await.map_err(sanitize_error)
+}
+
+/// Runs a `ward events` command. Its error is [`sanitize_error`]ed.
+pub async fn run_events(conn: &Connection, cmd: events::EventsCommand) -> anyhow::Result<()> {
+    let run = async {
+        let client = conn.client().await?;
+        events::run(&client, conn.output, cmd).await
+    };
+    run.await.map_err(sanitize_error)
 }
 
 /// Runs a `ward advisories` command. Its error is [`sanitize_error`]ed.

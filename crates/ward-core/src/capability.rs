@@ -754,7 +754,14 @@ const OWNER: CapSet = EDITOR
 /// bundle has no advisory writes, which would leave an organization's owner
 /// unable to run its advisory review or to grant the advisory roles (no one
 /// grants what they do not hold); "full control of the group" includes them.
-const OWNER_ROLE: CapSet = OWNER.union(ADVISORIES_ADMIN);
+///
+/// It also reads the audit trail (`loggie.logs.read`, the reference's
+/// capability for reading logs): an owner answers for who did what in their
+/// organization, and grants the `auditor` role.
+const OWNER_ROLE: CapSet = OWNER.union(ADVISORIES_ADMIN).union(CapSet::of(&[LoggieLogsRead]));
+
+/// Ward's `auditor`: reads everything a viewer reads, and the audit trail.
+const AUDITOR: CapSet = VIEWER.union(CapSet::of(&[LoggieLogsRead]));
 
 /// The members of `set`, `N` of them, in enum-number order.
 const fn members<const N: usize>(set: CapSet) -> [Capability; N] {
@@ -848,6 +855,11 @@ pub const BUILTIN_ROLES: &[BuiltinRole] = &[
         ADVISORIES_APPROVER
     ),
     role!("advisories.admin", "Advisories Admin Role (built-in)", ADVISORIES_ADMIN),
+    role!(
+        "auditor",
+        "Auditor Role (built-in, Ward): reads what a viewer reads, and the audit trail",
+        AUDITOR
+    ),
 ];
 
 pub fn builtin_role(name: &str) -> Option<&'static BuiltinRole> {
@@ -1093,8 +1105,9 @@ mod tests {
         assert_eq!(role("console_viewer").len(), 45);
         assert_eq!(role("viewer").len(), 51);
         assert_eq!(role("editor").len(), 62);
-        // OwnerCaps (138) plus the four advisory writes.
-        assert_eq!(role("owner").len(), 142);
+        // OwnerCaps (138) plus the four advisory writes and the audit trail.
+        assert_eq!(role("owner").len(), 143);
+        assert_eq!(role("auditor"), role("viewer").union(CapSet::of(&[LoggieLogsRead])));
         assert!(OWNER.is_subset(role("owner")) && ADVISORIES_ADMIN.is_subset(role("owner")));
         assert_eq!(role("registry.pull").len(), 10);
         assert_eq!(role("registry.push").len(), 20);
@@ -1184,7 +1197,10 @@ mod tests {
             assert!(r.capabilities.windows(2).all(|w| w[0] < w[1]), "{}", r.name);
             assert_eq!(r.caps().len(), r.capabilities.len(), "{}", r.name);
             for c in r.capabilities {
-                assert!(!c.is_internal_only(), "{} has internal-only {c:?}", r.name);
+                // Ward reads its audit trail with the reference's capability
+                // for reading logs, internal to the hosted service.
+                let audit = *c == LoggieLogsRead && matches!(r.name, "owner" | "auditor");
+                assert!(!c.is_internal_only() || audit, "{} has internal-only {c:?}", r.name);
                 assert!(!c.is_deprecated(), "{} has deprecated {c:?}", r.name);
             }
         }

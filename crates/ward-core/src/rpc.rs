@@ -23,6 +23,7 @@ pub enum Kind {
     GroupMapping,
     GroupInvite,
     AccountAssociation,
+    Subscription,
 }
 
 impl Kind {
@@ -41,6 +42,7 @@ impl Kind {
             Kind::GroupMapping => "iam.chainguard.dev/ExternalGroupRoleMapping",
             Kind::GroupInvite => "iam.chainguard.dev/GroupInvite",
             Kind::AccountAssociation => "iam.chainguard.dev/AccountAssociation",
+            Kind::Subscription => "events.chainguard.dev/Subscription",
         }
     }
 
@@ -57,6 +59,7 @@ impl Kind {
             Kind::IdentityProvider | Kind::GroupMapping => IamIdentityProvidersList,
             Kind::GroupInvite => IamGroupInvitesList,
             Kind::AccountAssociation => IamAccountAssociationsList,
+            Kind::Subscription => EventsSubscriptionList,
         }
     }
 }
@@ -241,5 +244,22 @@ rules! {
     UPDATE_ACCOUNT_ASSOCIATION = "AccountAssociationsService.UpdateAccountAssociation", AccountAssociation, IamAccountAssociationsUpdate, Resource;
     DELETE_ACCOUNT_ASSOCIATION = "AccountAssociationsService.DeleteAccountAssociation", AccountAssociation, IamAccountAssociationsDelete, Resource;
     CHECK_ACCOUNT_ASSOCIATION = "AccountAssociationsService.CheckAccountAssociation", AccountAssociation, IamAccountAssociationsList, Resource;
+}
+}
+
+rules! {
+    /// Every events rule: subscriptions (v1, v2beta1, v2), and Ward's event
+    /// log. Reading the audit trail needs `loggie.logs.read` at the group
+    /// (the owner role and Ward's `auditor` role hold it); a subscription's
+    /// deliveries are read with `subscriptions.list` and retried with
+    /// `subscriptions.update`.
+    EVENTS_RULES {
+    CREATE_SUBSCRIPTION = "SubscriptionsService.CreateSubscription", Subscription, EventsSubscriptionCreate, Parent;
+    GET_SUBSCRIPTION = "SubscriptionsService.GetSubscription", Subscription, EventsSubscriptionList, Resource;
+    LIST_SUBSCRIPTIONS = "SubscriptionsService.ListSubscriptions", Subscription, EventsSubscriptionList, Unscoped;
+    DELETE_SUBSCRIPTION = "SubscriptionsService.DeleteSubscription", Subscription, EventsSubscriptionDelete, Resource;
+    GET_DELIVERIES = "EventLog.GetDeliveries", Subscription, EventsSubscriptionList, Resource;
+    RETRY_DELIVERY = "EventLog.RetryDelivery", Subscription, EventsSubscriptionUpdate, Resource;
+    LIST_EVENTS = "EventLog.ListEvents", Group, LoggieLogsRead, Resource;
 }
 }

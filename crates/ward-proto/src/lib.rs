@@ -109,6 +109,20 @@ pub mod chainguard {
                 include!(concat!(env!("OUT_DIR"), "/chainguard.platform.advisory.v2beta1.rs"));
             }
         }
+        /// Event subscriptions (v1 package `chainguard.platform.events`, no
+        /// version suffix, with Ward's event log), v2 and v2beta1.
+        pub mod events {
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.events.rs"));
+            include!(concat!(env!("OUT_DIR"), "/chainguard.platform.events.serde.rs"));
+            pub mod v2 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.events.v2.rs"));
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.events.v2.serde.rs"));
+            }
+            /// The beta service; its messages are the v2 types.
+            pub mod v2beta1 {
+                include!(concat!(env!("OUT_DIR"), "/chainguard.platform.events.v2beta1.rs"));
+            }
+        }
         /// An image's vulnerability report and SBOM (package `chainguard.platform.tenant`).
         pub mod tenant {
             include!(concat!(env!("OUT_DIR"), "/chainguard.platform.tenant.rs"));
@@ -123,7 +137,7 @@ pub mod chainguard {
 }
 
 pub use chainguard::capabilities;
-pub use chainguard::platform::{advisory, auth, common, iam, oidc, ping, registry, tenant, vulnerabilities};
+pub use chainguard::platform::{advisory, auth, common, events, iam, oidc, ping, registry, tenant, vulnerabilities};
 
 /// The encoded `FileDescriptorSet` of every served package, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));

@@ -89,6 +89,11 @@ pub struct ServerConfig {
     #[arg(long, env = "WARD_ALLOW_INSECURE_ISSUERS")]
     pub allow_insecure_issuers: bool,
 
+    /// Let event subscriptions deliver to plain-http sinks and to private,
+    /// loopback or link-local addresses. `--dev` allows loopback only.
+    #[arg(long, env = "WARD_ALLOW_INSECURE_SINKS")]
+    pub allow_insecure_sinks: bool,
+
     /// Most connections served at once; more wait to be accepted.
     #[arg(long, env = "WARD_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
@@ -144,6 +149,7 @@ impl ServerConfig {
             dev: false,
             allow_org_creation: false,
             allow_insecure_issuers: false,
+            allow_insecure_sinks: false,
             max_connections: 1024,
             max_connections_per_client: crate::serve::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
             max_pending_logins_per_client: ward_store::people::MAX_DEVICE_LOGINS_PER_CLIENT,
@@ -209,6 +215,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("dev", &self.dev)
             .field("allow_org_creation", &self.allow_org_creation)
             .field("allow_insecure_issuers", &self.allow_insecure_issuers)
+            .field("allow_insecure_sinks", &self.allow_insecure_sinks)
             .field("max_connections", &self.max_connections)
             .field("max_connections_per_client", &self.max_connections_per_client)
             .field("max_pending_logins_per_client", &self.max_pending_logins_per_client)

@@ -106,6 +106,10 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
         allow_insecure: config.allow_insecure_issuers,
     };
     ward.upstream = ward_auth::upstream::Upstream::new(policy, ward.clock.clone());
+    ward.sink_policy = ward_auth::upstream::FetchPolicy {
+        allow_loopback_http: config.dev,
+        allow_insecure: config.allow_insecure_sinks,
+    };
     Ok(Arc::new(ward))
 }
 
@@ -241,6 +245,9 @@ pub async fn start(
     };
     // Background work (inventories, reports, re-evaluation, backfill).
     let worker = services::vulns::jobs::spawn(ward.clone());
+    // Event deliveries (their own lane of the same queue).
+    let deliverer = services::events::delivery::spawn(ward.clone());
+    let pull_writer = services::events::registry::spawn_pull_writer(ward.clone());
     let task = tokio::spawn(async move {
         let stop = async move {
             tokio::select! {
@@ -252,6 +259,8 @@ pub async fn start(
         refresher.abort();
         sweeper.abort();
         worker.abort();
+        deliverer.abort();
+        pull_writer.abort();
         served
     });
     Ok(Running {

@@ -29,6 +29,9 @@ pub struct Ward {
     pub allow_org_creation: bool,
     /// Upstream OIDC issuers' keys, for the token exchange.
     pub upstream: ward_auth::upstream::Upstream,
+    /// Where event deliveries may go (the token exchange's rules; loopback
+    /// with `--dev`, anything with `--allow-insecure-sinks`).
+    pub sink_policy: ward_auth::upstream::FetchPolicy,
     /// Grants per identity, for at most `authz::GRANTS_TTL`.
     pub(crate) grants_cache: moka::sync::Cache<String, Arc<crate::authz::Grants>>,
     /// Compiled claim patterns by their text, at most [`PATTERN_CACHE_BYTES`]
@@ -81,6 +84,8 @@ pub struct Ward {
     /// Vulnerability reports' background state (job wake-ups, parsed feed
     /// records).
     pub vulns: crate::services::vulns::VulnState,
+    /// Registry pull events waiting for their batched write.
+    pub pulls: crate::services::events::registry::Pulls,
 }
 
 /// How stale an identity's `lastSeenTime` may be: the exchange path writes
@@ -147,6 +152,7 @@ impl Ward {
             admin,
             allow_org_creation: false,
             upstream: ward_auth::upstream::Upstream::new(Default::default(), clock.clone()),
+            sink_policy: Default::default(),
             grants_cache,
             patterns: moka::sync::Cache::builder()
                 .weigher(|k: &String, v: &Arc<ward_core::pattern::Pattern>| {
@@ -191,6 +197,7 @@ impl Ward {
                 .time_to_live(std::time::Duration::from_millis(LAST_SEEN_EVERY_MS as u64))
                 .build(),
             vulns: crate::services::vulns::VulnState::default(),
+            pulls: Default::default(),
         })
     }
 

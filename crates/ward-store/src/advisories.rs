@@ -241,23 +241,39 @@ pub(crate) fn plan<'a>(
 #[async_trait]
 pub trait AdvisoryStore: Send + Sync + 'static {
     /// NOT_FOUND if the group is gone; ALREADY_EXISTS if the advisory id is taken.
-    async fn create_advisory(&self, a: &AdvisoryRecord, events: &[EventRecord]) -> Result<()>;
+    async fn create_advisory(
+        &self,
+        a: &AdvisoryRecord,
+        events: &[EventRecord],
+        emit: crate::events::Emit<()>,
+    ) -> Result<()>;
     async fn get_advisory(&self, uid: &Uidp) -> Result<Option<AdvisoryRecord>>;
     /// Replaces the advisory's own fields; NOT_FOUND if missing or deleted.
-    async fn update_advisory(&self, uid: &Uidp, f: &AdvisoryFields, now_ms: i64) -> Result<AdvisoryRecord>;
+    async fn update_advisory(
+        &self,
+        uid: &Uidp,
+        f: &AdvisoryFields,
+        now_ms: i64,
+        emit: crate::events::Emit<AdvisoryRecord>,
+    ) -> Result<AdvisoryRecord>;
     /// Soft delete; NOT_FOUND if missing or already deleted.
-    async fn delete_advisory(&self, uid: &Uidp, now_ms: i64) -> Result<()>;
+    async fn delete_advisory(&self, uid: &Uidp, now_ms: i64, emit: crate::events::Emit<()>) -> Result<()>;
     async fn list_advisories(&self, q: &ListQuery) -> Result<Page<AdvisoryRecord>>;
     /// The events of these advisories, by advisory, oldest first.
     async fn events_of(&self, advisory_uids: &[String]) -> Result<Vec<EventRecord>>;
 
     /// Adds an event; NOT_FOUND if the advisory is missing or deleted.
-    async fn add_event(&self, e: &EventRecord) -> Result<()>;
+    async fn add_event(&self, e: &EventRecord, emit: crate::events::Emit<()>) -> Result<()>;
     async fn get_event(&self, uid: &Uidp) -> Result<Option<EventRecord>>;
     /// Writes the event's review and content if its review state is still
     /// `expected_state` (FAILED_PRECONDITION otherwise: someone reviewed it
     /// meanwhile).
-    async fn update_event(&self, e: &EventRecord, expected_state: i64) -> Result<EventRecord>;
+    async fn update_event(
+        &self,
+        e: &EventRecord,
+        expected_state: i64,
+        emit: crate::events::Emit<EventRecord>,
+    ) -> Result<EventRecord>;
 
     /// Imports one document's advisories in one transaction; each outcome
     /// with the CGA id of the advisory it concerns (the stored one's when an

@@ -9,7 +9,9 @@
 //! cannot forget its event.
 
 use async_trait::async_trait;
-use ward_core::Result;
+use ward_core::listing::{ListQuery, Page};
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
 
 /// An event as stored. `seq` orders the log (assigned on insert; 0 before).
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -106,13 +108,120 @@ pub struct EventQuery {
     pub limit: u32,
 }
 
+/// The resource type named in a subscription's NOT_FOUND.
+pub const SUBSCRIPTION_TYPE: &str = ward_core::rpc::Kind::Subscription.type_name();
+
+/// The job kind of one event's delivery to one subscription (key:
+/// [`delivery_key`]).
+pub const DELIVER: &str = "deliver";
+
+/// Most subscriptions one group may hold.
+pub const MAX_SUBSCRIPTIONS_PER_GROUP: i64 = 16;
+
+/// Most deliveries queued for one subscription at once: the outbox's bound.
+/// Past it, a new event is not queued for that subscription (it stays in
+/// the event log, and the subscription's status shows the backlog at the
+/// bound), so a dead sink cannot grow the queue without limit.
+pub const MAX_PENDING_PER_SUBSCRIPTION: i64 = 10_000;
+
+/// The job key of `event`'s delivery to `subscription`.
+pub fn delivery_key(subscription: &str, event: &str) -> String {
+    format!("{subscription}|{event}")
+}
+
+/// An event subscription and what its deliveries last did.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct SubscriptionRecord {
+    pub uid: String,
+    pub parent_uid: String,
+    pub sink: String,
+    pub create_time: i64,
+    pub delivered: i64,
+    pub last_success_time: i64,
+    pub last_failure_time: i64,
+    pub last_failure_status: i64,
+    pub last_failure_error: String,
+}
+
+/// A subscription's columns, in [`SubscriptionRecord`]'s order.
+pub(crate) const SUBSCRIPTION_COLUMNS: &str = "uid, parent_uid, sink, create_time, delivered, last_success_time, \
+     last_failure_time, last_failure_status, last_failure_error";
+
+/// A delivery that gave up.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct FailedDeliveryRecord {
+    pub subscription_uid: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub attempts: i64,
+    /// The sink's last HTTP status (0: no answer).
+    pub status: i64,
+    pub error: String,
+    pub time: i64,
+}
+
+/// How one delivery attempt ended, as recorded on its subscription.
+#[derive(Clone, Debug)]
+pub enum Attempt {
+    /// The sink took it (2xx).
+    Delivered { time: i64 },
+    /// It failed; `gave_up` keeps it as a failed delivery.
+    Failed {
+        time: i64,
+        status: i64,
+        error: String,
+        gave_up: Option<FailedDeliveryRecord>,
+    },
+}
+
 #[async_trait]
 pub trait EventStore {
     /// Events matching `q`, newest first, at most `q.limit`.
     async fn list_events(&self, q: &EventQuery) -> Result<Vec<EventRecord>>;
+    /// Appends events that record no change of their own (registry pulls,
+    /// refused pushes), in one transaction; their deliveries queue as any
+    /// event's do.
+    async fn append_events(&self, events: &[EventRecord]) -> Result<()>;
+    /// The event with this CloudEvent id.
+    async fn get_logged_event(&self, id: &str) -> Result<Option<EventRecord>>;
     /// Deletes events older than `before` (milliseconds), at most `limit` of
     /// them; returns how many went.
     async fn prune_events(&self, before: i64, limit: u32) -> Result<u64>;
+
+    /// Inserts a subscription and its event. NOT_FOUND if its group does not
+    /// exist; FAILED_PRECONDITION past [`MAX_SUBSCRIPTIONS_PER_GROUP`].
+    async fn create_subscription(&self, s: &SubscriptionRecord, emit: Emit<()>) -> Result<()>;
+    async fn get_subscription(&self, uid: &Uidp) -> Result<Option<SubscriptionRecord>>;
+    async fn list_subscriptions(&self, q: &ListQuery) -> Result<Page<SubscriptionRecord>>;
+    /// Deletes a subscription with its queued and failed deliveries, and
+    /// records its event. NOT_FOUND if it is gone.
+    async fn delete_subscription(&self, uid: &Uidp, emit: Emit<()>) -> Result<()>;
+    /// Records an attempt on its subscription (and a delivery that gave up).
+    async fn record_attempt(&self, subscription: &str, attempt: Attempt) -> Result<()>;
+    /// Deliveries of `subscription` queued or being retried (counted up to
+    /// [`MAX_PENDING_PER_SUBSCRIPTION`]), and those that gave up, newest
+    /// first, at most `limit`.
+    async fn deliveries(&self, subscription: &str, limit: u32) -> Result<(i64, Vec<FailedDeliveryRecord>)>;
+    /// Queues failed deliveries of `subscription` again (one event's, or
+    /// every one), at `now_ms`; returns how many.
+    async fn retry_deliveries(&self, subscription: &str, event_id: Option<&str>, now_ms: i64) -> Result<u64>;
+}
+
+/// The groups whose subscriptions receive an event of `group`: the group
+/// and each of its ancestors.
+pub(crate) fn receiving_groups(group: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut end = 0;
+    for (i, ch) in group.char_indices() {
+        if ch == '/' {
+            out.push(group[..i].to_owned());
+        }
+        end = i + ch.len_utf8();
+    }
+    if end > 0 {
+        out.push(group.to_owned());
+    }
+    out
 }
 
 /// The event log's columns, in [`EventRecord`]'s order.
@@ -162,4 +271,25 @@ pub(crate) fn query_sql(q: &EventQuery, dollar: bool) -> (String, Vec<QueryValue
 pub(crate) enum QueryValue {
     Text(String),
     Int(i64),
+}
+
+/// The error for a group already holding the most subscriptions.
+pub(crate) fn too_many_subscriptions(group: &str) -> Error {
+    Error::precondition(
+        "TOO_MANY_SUBSCRIPTIONS",
+        group,
+        format!("a group holds at most {MAX_SUBSCRIPTIONS_PER_GROUP} subscriptions; delete one first"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_reaches_its_group_and_every_ancestor() {
+        assert_eq!(receiving_groups("a/b/c"), vec!["a", "a/b", "a/b/c"]);
+        assert_eq!(receiving_groups("a"), vec!["a"]);
+        assert!(receiving_groups("").is_empty());
+    }
 }

@@ -249,17 +249,33 @@ pub trait Store:
     async fn list_roles(&self, query: &ListQuery) -> Result<Page<RoleRecord>>;
 
     /// NOT_FOUND if the group, identity or role does not exist.
-    async fn create_binding(&self, binding: &RoleBindingRecord) -> Result<()> {
-        self.create_bindings(std::slice::from_ref(binding)).await
+    async fn create_binding(
+        &self,
+        binding: &RoleBindingRecord,
+        emit: events::Emit<Vec<HydratedBinding>>,
+    ) -> Result<()> {
+        self.create_bindings(std::slice::from_ref(binding), emit).await
     }
-    /// Creates every binding or none (one transaction); NOT_FOUND naming the
-    /// first group, identity or role that does not exist.
-    async fn create_bindings(&self, bindings: &[RoleBindingRecord]) -> Result<()>;
+    /// Creates every binding or none (one transaction, with its one event,
+    /// rendered from the bindings as the API shows them); NOT_FOUND naming
+    /// the first group, identity or role that does not exist.
+    async fn create_bindings(
+        &self,
+        bindings: &[RoleBindingRecord],
+        emit: events::Emit<Vec<HydratedBinding>>,
+    ) -> Result<()>;
     async fn get_binding(&self, uid: &Uidp) -> Result<Option<HydratedBinding>>;
     /// Points the binding at another role. NOT_FOUND if the binding or role is gone.
-    async fn update_binding(&self, uid: &Uidp, role_uid: &str, now_ms: i64) -> Result<HydratedBinding>;
-    /// Whether a binding was deleted (deleting a missing one is not an error).
-    async fn delete_binding(&self, uid: &Uidp) -> Result<bool>;
+    async fn update_binding(
+        &self,
+        uid: &Uidp,
+        role_uid: &str,
+        now_ms: i64,
+        emit: events::Emit<HydratedBinding>,
+    ) -> Result<HydratedBinding>;
+    /// Whether a binding was deleted (deleting a missing one is not an
+    /// error, and records no event).
+    async fn delete_binding(&self, uid: &Uidp, emit: events::Emit<()>) -> Result<bool>;
     async fn list_bindings(&self, query: &ListQuery) -> Result<Page<HydratedBinding>>;
 
     /// Every (group uid, role capabilities) the identity is bound to.
@@ -331,6 +347,21 @@ impl Listed for advisories::AdvisoryRecord {
             SortField::Uid | SortField::Name => CursorKey::Text(self.uid.clone()),
             SortField::CreateTime => CursorKey::Millis(self.create_time),
             SortField::UpdateTime => CursorKey::Millis(self.update_time),
+        }
+    }
+}
+
+impl Listed for events::SubscriptionRecord {
+    fn uid(&self) -> &str {
+        &self.uid
+    }
+    fn sort_key(&self, field: ward_core::listing::SortField) -> ward_core::listing::CursorKey {
+        use ward_core::listing::{CursorKey, SortField};
+        match field {
+            // Subscriptions have no name or update time; the service refuses
+            // those orders.
+            SortField::Uid | SortField::Name => CursorKey::Text(self.uid.clone()),
+            SortField::CreateTime | SortField::UpdateTime => CursorKey::Millis(self.create_time),
         }
     }
 }

@@ -476,6 +476,7 @@ impl Store for PostgresStore {
             ("identity_providers", "identity providers"),
             ("roles", "roles"),
             ("role_bindings", "role bindings"),
+            ("subscriptions", "subscriptions"),
         ] {
             let any: Option<(i32,)> = sqlx::query_as(&format!("SELECT 1 FROM {table} WHERE parent_uid = $1 LIMIT 1"))
                 .bind(uid.as_str())
@@ -637,7 +638,11 @@ impl Store for PostgresStore {
         self.list("roles", ROLE_COLUMNS, q).await
     }
 
-    async fn create_bindings(&self, bindings: &[RoleBindingRecord]) -> Result<()> {
+    async fn create_bindings(
+        &self,
+        bindings: &[RoleBindingRecord],
+        emit: crate::events::Emit<Vec<HydratedBinding>>,
+    ) -> Result<()> {
         let mut tx = self.begin().await?;
         for b in bindings {
             for (table, kind, uid) in [
@@ -651,6 +656,15 @@ impl Store for PostgresStore {
             }
             insert_binding(&mut tx, b).await?;
         }
+        let uids: Vec<&str> = bindings.iter().map(|b| b.uid.as_str()).collect();
+        let rows: Vec<HydratedBinding> = sqlx::query_as(&format!(
+            "SELECT {BINDING_COLUMNS} FROM role_bindings_hydrated WHERE uid = ANY($1) ORDER BY uid"
+        ))
+        .bind(&uids)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| db_err("read role bindings", e))?;
+        events::insert_event(&mut tx, &emit.record(&rows)).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
@@ -658,7 +672,13 @@ impl Store for PostgresStore {
         self.get_one("role_bindings_hydrated", BINDING_COLUMNS, uid).await
     }
 
-    async fn update_binding(&self, uid: &Uidp, role_uid: &str, now_ms: i64) -> Result<HydratedBinding> {
+    async fn update_binding(
+        &self,
+        uid: &Uidp,
+        role_uid: &str,
+        now_ms: i64,
+        emit: crate::events::Emit<HydratedBinding>,
+    ) -> Result<HydratedBinding> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "roles", role_uid, "FOR SHARE").await? {
             return Err(Error::not_found(ROLE_TYPE, role_uid));
@@ -683,17 +703,24 @@ impl Store for PostgresStore {
         .fetch_one(&mut *tx)
         .await
         .map_err(|e| db_err("read role binding", e))?;
+        events::insert_event(&mut tx, &emit.record(&row)).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))?;
         Ok(row)
     }
 
-    async fn delete_binding(&self, uid: &Uidp) -> Result<bool> {
+    async fn delete_binding(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<bool> {
+        let mut tx = self.begin().await?;
         let r = sqlx::query("DELETE FROM role_bindings WHERE uid = $1")
             .bind(uid.as_str())
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(|e| db_err("delete role binding", e))?;
-        Ok(r.rows_affected() > 0)
+        let gone = r.rows_affected() > 0;
+        if gone {
+            events::insert_event(&mut tx, &emit.record(&())).await?;
+        }
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        Ok(gone)
     }
 
     async fn list_bindings(&self, q: &ListQuery) -> Result<Page<HydratedBinding>> {

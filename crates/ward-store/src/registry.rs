@@ -141,6 +141,14 @@ pub struct UploadRecord {
     pub update_time: i64,
 }
 
+/// What one manifest push stored: the tag as stored (when the push named
+/// one), and the digest it pointed at before ("" for a new tag).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pushed {
+    pub tag: Option<TagRecord>,
+    pub previous_digest: String,
+}
+
 #[async_trait]
 pub trait RegistryStore: Send + Sync + 'static {
     /// NOT_FOUND if the group is gone; ALREADY_EXISTS if the organization
@@ -182,11 +190,13 @@ pub trait RegistryStore: Send + Sync + 'static {
     /// tag at it, in one transaction. NOT_FOUND (`BLOB_TYPE` / `MANIFEST_TYPE`)
     /// naming the first linked blob or child the repo does not hold. Returns
     /// the tag as stored.
+    /// `emit` is the push's event, rendered from what was stored.
     async fn put_manifest(
         &self,
         manifest: &ManifestRecord,
         links: &ManifestLinks,
         tag: Option<&TagRecord>,
+        emit: crate::events::Emit<Pushed>,
     ) -> Result<Option<TagRecord>>;
     async fn get_manifest(&self, repo_uid: &str, digest: &str) -> Result<Option<ManifestRecord>>;
     /// Deletes a manifest and the tags that point at it; whether it existed.
@@ -200,11 +210,11 @@ pub trait RegistryStore: Send + Sync + 'static {
     /// existing tag's digest as it is. NOT_FOUND (`MANIFEST_TYPE`) if the repo
     /// does not hold a non-empty digest. (A push re-points a tag through
     /// `put_manifest`, which keeps its labels.)
-    async fn put_tag(&self, tag: &TagRecord) -> Result<TagRecord>;
+    async fn put_tag(&self, tag: &TagRecord, emit: crate::events::Emit<TagRecord>) -> Result<TagRecord>;
     async fn get_tag(&self, uid: &Uidp) -> Result<Option<TagRecord>>;
     async fn find_tag(&self, repo_uid: &str, name: &str) -> Result<Option<TagRecord>>;
-    /// Whether a tag was deleted.
-    async fn delete_tag(&self, uid: &Uidp) -> Result<bool>;
+    /// Whether a tag was deleted (its event recorded only then).
+    async fn delete_tag(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<bool>;
     async fn list_tags(&self, query: &ListQuery) -> Result<Page<TagRecord>>;
     /// The tag's history rows with `start_ms <= update_time <= end_ms`,
     /// oldest first, at most `limit` (capped at [`MAX_TAG_HISTORY`]). Every

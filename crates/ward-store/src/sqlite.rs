@@ -64,6 +64,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0015_feed_affected.sql"),
     include_str!("../migrations/sqlite/0016_report_stamp.sql"),
     include_str!("../migrations/sqlite/0017_events.sql"),
+    include_str!("../migrations/sqlite/0018_subscriptions.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
@@ -643,6 +644,7 @@ impl Store for SqliteStore {
                 ("identity_providers", "identity providers"),
                 ("roles", "roles"),
                 ("role_bindings", "role bindings"),
+                ("subscriptions", "subscriptions"),
             ] {
                 let any = tx
                     .prepare_cached(&format!("SELECT 1 FROM {table} WHERE parent_uid = ?1 LIMIT 1"))?
@@ -862,7 +864,11 @@ impl Store for SqliteStore {
         self.list("list roles", "roles", ROLE_COLUMNS, q, role_from_row).await
     }
 
-    async fn create_bindings(&self, bindings: &[RoleBindingRecord]) -> Result<()> {
+    async fn create_bindings(
+        &self,
+        bindings: &[RoleBindingRecord],
+        emit: crate::events::Emit<Vec<HydratedBinding>>,
+    ) -> Result<()> {
         let bindings = bindings.to_vec();
         self.write("create role bindings", move |c| {
             let tx = c.savepoint()?;
@@ -878,6 +884,16 @@ impl Store for SqliteStore {
                 }
                 insert_binding(&tx, b)?;
             }
+            let mut rows = Vec::with_capacity(bindings.len());
+            for b in &bindings {
+                rows.push(
+                    tx.prepare_cached(&format!(
+                        "SELECT {BINDING_COLUMNS} FROM role_bindings_hydrated WHERE uid = ?1"
+                    ))?
+                    .query_row([&b.uid], binding_from_row)?,
+                );
+            }
+            events::insert_event(&tx, &emit.record(&rows))?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -895,7 +911,13 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn update_binding(&self, uid: &Uidp, role_uid: &str, now_ms: i64) -> Result<HydratedBinding> {
+    async fn update_binding(
+        &self,
+        uid: &Uidp,
+        role_uid: &str,
+        now_ms: i64,
+        emit: crate::events::Emit<HydratedBinding>,
+    ) -> Result<HydratedBinding> {
         let (u, role) = (uid.clone(), role_uid.to_owned());
         self.write("update role binding", move |c| {
             let tx = c.savepoint()?;
@@ -915,16 +937,23 @@ impl Store for SqliteStore {
                     "SELECT {BINDING_COLUMNS} FROM role_bindings_hydrated WHERE uid = ?1"
                 ))?
                 .query_row([u.as_str()], binding_from_row)?;
+            events::insert_event(&tx, &emit.record(&row))?;
             tx.commit()?;
             Ok(Ok(row))
         })
         .await?
     }
 
-    async fn delete_binding(&self, uid: &Uidp) -> Result<bool> {
+    async fn delete_binding(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<bool> {
         let u = uid.as_str().to_owned();
         self.write("delete role binding", move |c| {
-            Ok(c.execute("DELETE FROM role_bindings WHERE uid = ?1", [u])? > 0)
+            let tx = c.savepoint()?;
+            let gone = tx.execute("DELETE FROM role_bindings WHERE uid = ?1", [u])? > 0;
+            if gone {
+                events::insert_event(&tx, &emit.record(&()))?;
+            }
+            tx.commit()?;
+            Ok(gone)
         })
         .await
     }

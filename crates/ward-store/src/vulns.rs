@@ -19,6 +19,23 @@ pub struct JobRecord {
     pub lease_until: i64,
 }
 
+/// Which jobs a worker claims: event deliveries wait on other servers (a
+/// slow sink), so they have workers of their own and never hold up the
+/// rest of the queue, nor it them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// Every kind but deliveries.
+    Work,
+    /// Event deliveries (kind [`crate::events::DELIVER`]).
+    Deliveries,
+}
+
+impl Lane {
+    pub(crate) fn is_deliveries(self) -> bool {
+        self == Lane::Deliveries
+    }
+}
+
 /// How a claimed job ended.
 #[derive(Clone, Debug)]
 pub enum JobEnd {
@@ -114,9 +131,9 @@ pub trait VulnStore: Send + Sync + 'static {
     /// queued job of the same kind and key (the earlier time wins), and a
     /// running one is marked to run again once it ends.
     async fn enqueue_jobs(&self, jobs: &[(String, String)], run_after: i64, now_ms: i64) -> Result<()>;
-    /// Leases up to `limit` due jobs until `now_ms + lease_ms`, oldest first;
-    /// a job whose lease expired (its worker died) is due again.
-    async fn claim_jobs(&self, now_ms: i64, lease_ms: i64, limit: u32) -> Result<Vec<JobRecord>>;
+    /// Leases up to `limit` due jobs of `lane` until `now_ms + lease_ms`,
+    /// oldest first; a job whose lease expired (its worker died) is due again.
+    async fn claim_jobs(&self, lane: Lane, now_ms: i64, lease_ms: i64, limit: u32) -> Result<Vec<JobRecord>>;
     /// Frees the leases of jobs no worker can still be running: on SQLite,
     /// which one server owns, every lease when that server starts (a killed
     /// server's jobs run again at once instead of when their leases

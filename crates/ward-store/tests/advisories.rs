@@ -115,7 +115,7 @@ async fn status_follows_the_latest_approved_event() {
         let g = org(s).await;
         let a = advisory(&g, "CGA-2222-3333-4444", &["CVE-2024-0001"]);
         let detected = event(&a, T0, DETECTION, r#"{"detection":{"manual":{}}}"#, APPROVED);
-        s.create_advisory(&a, std::slice::from_ref(&detected))
+        s.create_advisory(&a, std::slice::from_ref(&detected), testing::emit())
             .await
             .expect("create");
         let uid = Uidp::parse("uid", &a.uid).expect("uid");
@@ -129,7 +129,7 @@ async fn status_follows_the_latest_approved_event() {
 
         // A newer fix, pending: the status stays.
         let fix = event(&a, T0 + 10, FIXED, &fixed("1.2.3-r1"), PENDING);
-        s.add_event(&fix).await.expect("add");
+        s.add_event(&fix, testing::emit()).await.expect("add");
         let got = s.get_advisory(&uid).await.expect("get").expect("found");
         assert_eq!(got.latest_type, DETECTION, "[{}]", b.name);
         assert!(
@@ -145,7 +145,10 @@ async fn status_follows_the_latest_approved_event() {
             update_time: T0 + 20,
             ..fix.clone()
         };
-        let row = s.update_event(&approved, PENDING).await.expect("approve");
+        let row = s
+            .update_event(&approved, PENDING, testing::emit())
+            .await
+            .expect("approve");
         assert_eq!(
             (row.review_state, row.reviewer.as_str()),
             (APPROVED, "reviewer"),
@@ -161,12 +164,15 @@ async fn status_follows_the_latest_approved_event() {
         );
 
         // A second reviewer who saw it PENDING loses the race.
-        let e = s.update_event(&approved, PENDING).await.expect_err("stale review");
+        let e = s
+            .update_event(&approved, PENDING, testing::emit())
+            .await
+            .expect_err("stale review");
         assert!(matches!(e, Error::FailedPrecondition(_)), "[{}] {e:?}", b.name);
 
         // An approved event dated earlier does not take over.
         let older = event(&a, T0 - 10, DETECTION, r#"{"detection":{"manual":{}}}"#, APPROVED);
-        s.add_event(&older).await.expect("add older");
+        s.add_event(&older, testing::emit()).await.expect("add older");
         let got = s.get_advisory(&uid).await.expect("get").expect("found");
         assert_eq!(got.latest_type, FIXED, "[{}] the latest by event time decides", b.name);
 
@@ -225,7 +231,7 @@ async fn status_follows_the_latest_approved_event() {
 
         // Soft delete: gone from the live filter, a second delete is NOT_FOUND,
         // no more events.
-        s.delete_advisory(&uid, T0 + 30).await.expect("delete");
+        s.delete_advisory(&uid, T0 + 30, testing::emit()).await.expect("delete");
         assert!(
             ids(s, vec![("delete_time", FilterValue::IsNull(true))])
                 .await
@@ -233,10 +239,13 @@ async fn status_follows_the_latest_approved_event() {
             "[{}]",
             b.name
         );
-        let e = s.delete_advisory(&uid, T0 + 31).await.expect_err("twice");
+        let e = s
+            .delete_advisory(&uid, T0 + 31, testing::emit())
+            .await
+            .expect_err("twice");
         assert!(matches!(e, Error::NotFound { .. }), "[{}] {e:?}", b.name);
         let late = event(&a, T0 + 40, DETECTION, r#"{"detection":{"manual":{}}}"#, PENDING);
-        let e = s.add_event(&late).await.expect_err("deleted");
+        let e = s.add_event(&late, testing::emit()).await.expect_err("deleted");
         assert!(matches!(e, Error::NotFound { .. }), "[{}] {e:?}", b.name);
     }
 }
@@ -460,21 +469,21 @@ async fn an_advisory_holds_a_bounded_number_of_events() {
         let events: Vec<EventRecord> = (0..MAX_EVENTS_PER_ADVISORY)
             .map(|i| event(&a, T0 + i, DETECTION, r#"{"detection":{"manual":{}}}"#, PENDING))
             .collect();
-        s.create_advisory(&a, &events)
+        s.create_advisory(&a, &events, testing::emit())
             .await
             .expect("create with the most events");
         let one_more = event(&a, T0 - 1, DETECTION, r#"{"detection":{"manual":{}}}"#, PENDING);
-        let e = s.add_event(&one_more).await.expect_err("over the cap");
+        let e = s.add_event(&one_more, testing::emit()).await.expect_err("over the cap");
         assert!(matches!(e, Error::ResourceExhausted(_)), "[{}] {e:?}", b.name);
 
         // Bytes count too: one large payload past 1 MiB in all.
         let big = advisory(&g, "CGA-fff3-3333-3333", &[]);
         let mut e1 = event(&big, T0, DETECTION, r#"{"detection":{"manual":{}}}"#, PENDING);
         e1.findings = vec![b'x'; 1000 * 1024];
-        s.create_advisory(&big, &[e1]).await.expect("create");
+        s.create_advisory(&big, &[e1], testing::emit()).await.expect("create");
         let mut e2 = event(&big, T0 + 1, DETECTION, r#"{"detection":{"manual":{}}}"#, PENDING);
         e2.findings = vec![b'y'; 100 * 1024];
-        let e = s.add_event(&e2).await.expect_err("over the byte cap");
+        let e = s.add_event(&e2, testing::emit()).await.expect_err("over the byte cap");
         assert!(matches!(e, Error::ResourceExhausted(_)), "[{}] {e:?}", b.name);
     }
 }

@@ -1182,7 +1182,9 @@ async fn total_count_is_exact_across_replicas() {
             ..UidpFilter::default()
         });
         assert_eq!(a.list_bindings(&bq).await.unwrap().total_count, 0);
-        b.create_bindings(&[binding_record(&org, &ident, &role)]).await.unwrap();
+        b.create_bindings(&[binding_record(&org, &ident, &role)], testing::emit())
+            .await
+            .unwrap();
         assert_eq!(
             a.list_bindings(&bq).await.unwrap().total_count,
             1,
@@ -1215,7 +1217,9 @@ async fn subtree_counts_follow_creates_and_deletes() {
                 let ident = identity_record(g, &format!("id{i}-{k}"));
                 s.create_identity(&ident, ward_store::testing::emit()).await.unwrap();
                 let binding = binding_record(g, &ident, &role);
-                s.create_bindings(std::slice::from_ref(&binding)).await.unwrap();
+                s.create_bindings(std::slice::from_ref(&binding), testing::emit())
+                    .await
+                    .unwrap();
                 identities.push(ident);
                 bindings.push(binding);
             }
@@ -1257,13 +1261,16 @@ async fn subtree_counts_follow_creates_and_deletes() {
         // Deletes: a binding, then an identity with its binding, then an
         // empty leaf group.
         let gone = bindings.remove(0);
-        assert!(s.delete_binding(&uidp(&gone.uid)).await.unwrap(), "{name}");
+        assert!(
+            s.delete_binding(&uidp(&gone.uid), testing::emit()).await.unwrap(),
+            "{name}"
+        );
         let at = bindings
             .iter()
             .position(|x| x.identity_uid == identities[1].uid)
             .expect("bound");
         let gone = bindings.remove(at);
-        s.delete_binding(&uidp(&gone.uid)).await.unwrap();
+        s.delete_binding(&uidp(&gone.uid), testing::emit()).await.unwrap();
         let ident = identities.remove(1);
         s.delete_identity(&uidp(&ident.uid), ward_store::testing::emit())
             .await
@@ -1784,7 +1791,7 @@ async fn bindings_create_get_update_delete_list() {
             ..binding_record(&team, &alice, &owner)
         };
         for x in [&b1, &b2, &b3] {
-            s.create_binding(x)
+            s.create_binding(x, testing::emit())
                 .await
                 .unwrap_or_else(|e| panic!("{name}: create binding: {e:?}"));
         }
@@ -1835,7 +1842,7 @@ async fn bindings_create_get_update_delete_list() {
                 ward_store::ROLE_TYPE,
             ),
         ] {
-            match s.create_binding(&x).await {
+            match s.create_binding(&x, testing::emit()).await {
                 Err(Error::NotFound { resource_type, .. }) => {
                     assert_eq!(resource_type, ty, "{name}: missing {what}")
                 }
@@ -1931,7 +1938,7 @@ async fn bindings_create_get_update_delete_list() {
         // Update: another role; update_time moves; create_time stays.
         let u1 = uidp(&b1.uid);
         let got = s
-            .update_binding(&u1, &custom.uid, T0 + 100)
+            .update_binding(&u1, &custom.uid, T0 + 100, testing::emit())
             .await
             .unwrap_or_else(|e| panic!("{name}: update binding: {e:?}"));
         assert_eq!(got.role_uid, custom.uid, "{name}");
@@ -1939,14 +1946,18 @@ async fn bindings_create_get_update_delete_list() {
         assert_eq!(got.role_description, custom.description, "{name}");
         assert_eq!((got.create_time, got.update_time), (T0, T0 + 100), "{name}");
         assert_eq!(s.get_binding(&u1).await.unwrap().as_ref(), Some(&got), "{name}");
-        let got = s.update_binding(&u1, &viewer.uid, T0).await.unwrap();
+        let got = s.update_binding(&u1, &viewer.uid, T0, testing::emit()).await.unwrap();
         assert_eq!(got.update_time, T0 + 101, "{name}: time moves by 1 ms");
         assert_not_found(
             name,
             "update a missing binding",
-            s.update_binding(&uidp(&org.uid).new_child(), &viewer.uid, T0).await,
+            s.update_binding(&uidp(&org.uid).new_child(), &viewer.uid, T0, testing::emit())
+                .await,
         );
-        match s.update_binding(&u1, Uidp::new_root().as_str(), T0).await {
+        match s
+            .update_binding(&u1, Uidp::new_root().as_str(), T0, testing::emit())
+            .await
+        {
             Err(Error::NotFound { resource_type, .. }) => {
                 assert_eq!(resource_type, ward_store::ROLE_TYPE, "{name}")
             }
@@ -1959,8 +1970,11 @@ async fn bindings_create_get_update_delete_list() {
         );
 
         // Delete reports whether something went.
-        assert!(s.delete_binding(&u1).await.unwrap(), "{name}: deleted");
-        assert!(!s.delete_binding(&u1).await.unwrap(), "{name}: already gone");
+        assert!(s.delete_binding(&u1, testing::emit()).await.unwrap(), "{name}: deleted");
+        assert!(
+            !s.delete_binding(&u1, testing::emit()).await.unwrap(),
+            "{name}: already gone"
+        );
         assert_eq!(s.get_binding(&u1).await.unwrap(), None, "{name}");
         assert_eq!(list(query(UidpFilter::default())).await.total_count, 2, "{name}");
     }
@@ -1981,7 +1995,7 @@ async fn iam_delete_constraints() {
         let b1 = binding_record(&org, &id, &role);
         let b2 = binding_record(&team, &id, &role);
         for x in [&b1, &b2] {
-            s.create_binding(x).await.unwrap();
+            s.create_binding(x, testing::emit()).await.unwrap();
         }
 
         // An identity or role still bound: RESOURCE_IN_USE naming the bindings.
@@ -2059,7 +2073,10 @@ async fn iam_delete_constraints() {
 
         // Unbound, everything can go.
         for x in [&b1, &b2] {
-            assert!(s.delete_binding(&uidp(&x.uid)).await.unwrap(), "{name}");
+            assert!(
+                s.delete_binding(&uidp(&x.uid), testing::emit()).await.unwrap(),
+                "{name}"
+            );
         }
         s.delete_group(&uidp(&team.uid), ward_store::testing::emit())
             .await
@@ -2106,7 +2123,7 @@ async fn grants_rows() {
         let b3 = binding_record(&team, &x, &viewer);
         let b4 = binding_record(&team, &y, &custom);
         for r in [&b1, &b2, &b3, &b4] {
-            s.create_binding(r).await.unwrap();
+            s.create_binding(r, testing::emit()).await.unwrap();
         }
         let mut want = vec![
             (org.uid.clone(), "103,303".to_owned()),
@@ -2137,14 +2154,16 @@ async fn grants_rows() {
         )
         .await
         .unwrap();
-        s.delete_binding(&uidp(&b3.uid)).await.unwrap();
+        s.delete_binding(&uidp(&b3.uid), testing::emit()).await.unwrap();
         let mut want = vec![
             (org.uid.clone(), "103,303".to_owned()),
             (team.uid.clone(), "101,104".to_owned()),
         ];
         want.sort();
         assert_eq!(grants(&x.uid).await, want, "{name}: after changes");
-        s.update_binding(&uidp(&b2.uid), &viewer.uid, T0 + 2).await.unwrap();
+        s.update_binding(&uidp(&b2.uid), &viewer.uid, T0 + 2, testing::emit())
+            .await
+            .unwrap();
         let mut want = vec![
             (org.uid.clone(), "103,303".to_owned()),
             (team.uid.clone(), "103,303".to_owned()),

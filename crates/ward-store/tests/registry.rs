@@ -197,7 +197,12 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
         // A missing blob refuses the manifest, and its tag with it.
         s.link_blob(&r.uid, &cfg, 10, T0).await.unwrap();
         let e = s
-            .put_manifest(&manifest(&r.uid, &m1, None), &links, Some(&tag(&ru, "v1", &m1, T0)))
+            .put_manifest(
+                &manifest(&r.uid, &m1, None),
+                &links,
+                Some(&tag(&ru, "v1", &m1, T0)),
+                testing::emit(),
+            )
             .await
             .unwrap_err();
         assert!(
@@ -216,7 +221,12 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
             ..links.clone()
         };
         let e = s
-            .put_manifest(&manifest(&r.uid, &m1, None), &lying, Some(&tag(&ru, "v1", &m1, T0)))
+            .put_manifest(
+                &manifest(&r.uid, &m1, None),
+                &lying,
+                Some(&tag(&ru, "v1", &m1, T0)),
+                testing::emit(),
+            )
             .await
             .unwrap_err();
         assert!(
@@ -226,7 +236,12 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
         );
         assert!(s.get_manifest(&r.uid, &m1).await.unwrap().is_none(), "{}", b.name);
         let t = s
-            .put_manifest(&manifest(&r.uid, &m1, None), &links, Some(&tag(&ru, "v1", &m1, T0)))
+            .put_manifest(
+                &manifest(&r.uid, &m1, None),
+                &links,
+                Some(&tag(&ru, "v1", &m1, T0)),
+                testing::emit(),
+            )
             .await
             .unwrap()
             .expect("tag");
@@ -234,7 +249,7 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
         let got = s.get_manifest(&r.uid, &m1).await.unwrap().expect("stored");
         assert_eq!((got.content.as_slice(), got.size), (b"{}".as_slice(), 2), "{}", b.name);
         // Idempotent by digest.
-        s.put_manifest(&manifest(&r.uid, &m1, None), &links, None)
+        s.put_manifest(&manifest(&r.uid, &m1, None), &links, None, testing::emit())
             .await
             .unwrap();
 
@@ -245,7 +260,7 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
             manifests: vec![m1.clone(), m2.clone()],
         };
         let e = s
-            .put_manifest(&manifest(&r.uid, &idx, None), &children, None)
+            .put_manifest(&manifest(&r.uid, &idx, None), &children, None, testing::emit())
             .await
             .unwrap_err();
         assert!(
@@ -254,7 +269,7 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
         );
 
         // Referrers by subject (content omitted, size kept).
-        s.put_manifest(&manifest(&r.uid, &m2, Some(&m1)), &links, None)
+        s.put_manifest(&manifest(&r.uid, &m2, Some(&m1)), &links, None, testing::emit())
             .await
             .unwrap();
         let refs = s.referrers(&r.uid, &m1, 10).await.unwrap();
@@ -265,14 +280,14 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
         );
 
         // Tags: re-point keeps the uid; the same digest keeps the time.
-        let again = s.put_tag(&tag(&ru, "v1", &m1, T0 + 50)).await.unwrap();
+        let again = s.put_tag(&tag(&ru, "v1", &m1, T0 + 50), testing::emit()).await.unwrap();
         assert_eq!(
             (again.uid.as_str(), again.update_time),
             (t.uid.as_str(), T0),
             "{}",
             b.name
         );
-        let moved = s.put_tag(&tag(&ru, "v1", &m2, T0)).await.unwrap();
+        let moved = s.put_tag(&tag(&ru, "v1", &m2, T0), testing::emit()).await.unwrap();
         assert_eq!(
             (moved.uid.as_str(), moved.update_time),
             (t.uid.as_str(), T0 + 1),
@@ -280,11 +295,11 @@ async fn manifests_need_their_blobs_and_commit_with_their_tag() {
             b.name
         );
         assert!(matches!(
-            s.put_tag(&tag(&ru, "nope", &digest('f'), T0)).await,
+            s.put_tag(&tag(&ru, "nope", &digest('f'), T0), testing::emit()).await,
             Err(Error::NotFound { resource_type, .. }) if resource_type == MANIFEST_TYPE
         ));
         for n in ["sha256-x.sig", "1-20240101", "1-r2", "latest"] {
-            s.put_tag(&tag(&ru, n, &m1, T0)).await.unwrap();
+            s.put_tag(&tag(&ru, n, &m1, T0), testing::emit()).await.unwrap();
         }
         let q = |hide: bool| ListQuery {
             uidp: ward_core::listing::UidpFilter {
@@ -361,18 +376,25 @@ async fn tag_history_records_each_move_and_goes_with_the_tag() {
         let ru = Uidp::parse("u", &r.uid).unwrap();
         let (m1, m2) = (digest('c'), digest('d'));
         let none = ManifestLinks::default();
-        s.put_manifest(&manifest(&r.uid, &m2, None), &none, None).await.unwrap();
+        s.put_manifest(&manifest(&r.uid, &m2, None), &none, None, testing::emit())
+            .await
+            .unwrap();
         // Created by a push, moved, re-pointed at the same digest (not a
         // move), moved back.
         let t = s
-            .put_manifest(&manifest(&r.uid, &m1, None), &none, Some(&tag(&ru, "v1", &m1, T0)))
+            .put_manifest(
+                &manifest(&r.uid, &m1, None),
+                &none,
+                Some(&tag(&ru, "v1", &m1, T0)),
+                testing::emit(),
+            )
             .await
             .unwrap()
             .expect("tag");
         let tu = Uidp::parse("u", &t.uid).unwrap();
-        s.put_tag(&tag(&ru, "v1", &m2, T0 + 10)).await.unwrap();
-        s.put_tag(&tag(&ru, "v1", &m2, T0 + 20)).await.unwrap();
-        s.put_tag(&tag(&ru, "v1", &m1, T0 + 30)).await.unwrap();
+        s.put_tag(&tag(&ru, "v1", &m2, T0 + 10), testing::emit()).await.unwrap();
+        s.put_tag(&tag(&ru, "v1", &m2, T0 + 20), testing::emit()).await.unwrap();
+        s.put_tag(&tag(&ru, "v1", &m1, T0 + 30), testing::emit()).await.unwrap();
         let all = s.tag_history(&tu, i64::MIN, i64::MAX, 1000).await.unwrap();
         let got: Vec<(i64, &str)> = all.iter().map(|h| (h.update_time, h.digest.as_str())).collect();
         assert_eq!(
@@ -389,9 +411,9 @@ async fn tag_history_records_each_move_and_goes_with_the_tag() {
         assert_eq!(first[0].update_time, T0, "{}", b.name);
 
         // The history goes with the tag, however the tag goes.
-        assert!(s.delete_tag(&tu).await.unwrap());
+        assert!(s.delete_tag(&tu, testing::emit()).await.unwrap());
         assert!(s.tag_history(&tu, i64::MIN, i64::MAX, 1000).await.unwrap().is_empty());
-        let t2 = s.put_tag(&tag(&ru, "v2", &m2, T0)).await.unwrap();
+        let t2 = s.put_tag(&tag(&ru, "v2", &m2, T0), testing::emit()).await.unwrap();
         let t2u = Uidp::parse("u", &t2.uid).unwrap();
         assert_eq!(s.tag_history(&t2u, i64::MIN, i64::MAX, 1000).await.unwrap().len(), 1);
         assert!(s.delete_manifest(&r.uid, &m2).await.unwrap());

@@ -32,6 +32,13 @@ enum Command {
         #[command(subcommand)]
         command: ward_cli::auth::AuthCommand,
     },
+    /// Event subscriptions, deliveries and the audit trail.
+    Events {
+        #[command(flatten)]
+        conn: ward_cli::Connection,
+        #[command(subcommand)]
+        command: ward_cli::events::EventsCommand,
+    },
     /// Identity and access management.
     Iam {
         #[command(flatten)]
@@ -167,6 +174,7 @@ async fn main() -> std::process::ExitCode {
         }
         Command::Auth { conn, command } => ward_cli::auth::run(&conn, command).await,
         Command::Iam { conn, command } => ward_cli::run_iam(&conn, command).await,
+        Command::Events { conn, command } => ward_cli::run_events(&conn, command).await,
         Command::Registry { conn, command } => ward_cli::run_registry(&conn, command).await,
         Command::Advisories { conn, command } => ward_cli::run_advisories(&conn, command).await,
     };

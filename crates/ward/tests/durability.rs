@@ -17,6 +17,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use ward_store::testing::TestDatabase;
 
+mod common;
+
 /// How long a server may take to print its listening line.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Concurrent writers in the load scenarios, per transport.
@@ -86,6 +88,11 @@ impl Drop for Server {
 impl Server {
     /// Starts `ward server` on `listen` over `store` and waits until it listens.
     async fn start(store: &Store, listen: &str) -> Self {
+        Self::start_with(store, listen, &[]).await
+    }
+
+    /// [`Server::start`] with further flags.
+    async fn start_with(store: &Store, listen: &str, flags: &[&str]) -> Self {
         let log = tempfile::NamedTempFile::new().expect("log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ward"));
         cmd.arg("server")
@@ -96,6 +103,7 @@ impl Server {
         if let Some(db) = &store.database {
             cmd.arg("--database").arg(db);
         }
+        cmd.args(flags);
         for var in [
             "WARD_LISTEN",
             "WARD_DATA_DIR",
@@ -694,4 +702,56 @@ async fn first_start_writes_a_private_admin_token() {
     );
     let (status, _) = server.get("/iam/v2/groups").await;
     assert_eq!(status, StatusCode::OK);
+}
+
+/// An event committed but not yet delivered survives SIGKILL: a delivery in
+/// flight when the server dies (its sink still holding the request) is
+/// delivered by the restarted server, with the same `Ce-Id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_in_flight_survives_sigkill() {
+    for store in stores().await {
+        let b = store.backend;
+        let Some(mut rx) = common::receiver::Receiver::start("hang").await else {
+            return;
+        };
+        let mut server = Server::start_with(&store, "127.0.0.1:0", &["--allow-insecure-sinks"]).await;
+        let post = |s: &Server, path: String, body: Value| {
+            let req = s
+                .http
+                .post(format!("{}{path}", s.base))
+                .bearer_auth(&s.token)
+                .json(&body);
+            async move {
+                let resp = req.send().await.expect("request");
+                assert_eq!(resp.status(), StatusCode::OK);
+                resp.json::<Value>().await.expect("json")
+            }
+        };
+        let org = post(&server, "/iam/v2/groups".into(), json!({"name": "durable-events"})).await;
+        let org = org["uid"].as_str().unwrap().to_owned();
+        post(
+            &server,
+            format!("/events/v2/subscriptions/{org}"),
+            json!({"sink": rx.url}),
+        )
+        .await;
+        // The subscription's creation is being delivered; the sink holds it.
+        let held = rx.next().await;
+        assert_eq!(held["answered"], 0, "[{b}] {held}");
+        server.sigkill();
+        let server = Server::start_with(&store, "127.0.0.1:0", &["--allow-insecure-sinks"]).await;
+        // On PostgreSQL another replica would take it when the lease
+        // expires; the restarted server is that replica here.
+        let again = rx.next().await;
+        assert_eq!(
+            again["headers"]["ce-id"], held["headers"]["ce-id"],
+            "[{b}] the same event"
+        );
+        assert_eq!(again["answered"], 200, "[{b}] {again}");
+        assert_eq!(
+            again["event"]["type"], "dev.chainguard.api.events.subscription.created.v1",
+            "[{b}]"
+        );
+        drop(server);
+    }
 }

@@ -140,3 +140,167 @@ async fn writes_record_their_events_and_old_ones_are_pruned() {
         assert!(log(&s, &org_uid).await.is_empty(), "{b}");
     }
 }
+
+/// The events of `group`'s subtree of type `t`, newest first, read through
+/// the audit API (waiting up to 5 s for at least one: pull events are
+/// written in batches).
+async fn of_type(s: &common::TestServer, group: &str, t: &str) -> Vec<Value> {
+    for _ in 0..50 {
+        let (st, page) = s
+            .get(&format!("/events/v1/events?group={group}&types={t}&pageSize=200"))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{}] {page}", s.backend);
+        let events = page["events"].as_array().cloned().unwrap_or_default();
+        if !events.is_empty() {
+            return events;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Vec::new()
+}
+
+fn event_body(e: &Value) -> Value {
+    serde_json::from_str(e["body"].as_str().expect("a body")).expect("a JSON body")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bindings_tags_pushes_pulls_and_advisories_record_their_events() {
+    for s in servers().await {
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "regevents").await);
+
+        // A push creates the repo and tags it; a second push moves the tag.
+        let config = common::push_blob(&s, "regevents/app", b"{}").await;
+        let manifest = |n: &str| {
+            json!({
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": 2},
+                "layers": [],
+                "annotations": {"n": n},
+            })
+        };
+        let oci = "application/vnd.oci.image.manifest.v1+json";
+        let d1 = common::push_manifest(&s, "regevents/app", "v1", oci, &manifest("1")).await;
+        let d2 = common::push_manifest(&s, "regevents/app", "v1", oci, &manifest("2")).await;
+        let pushes = of_type(&s, &org, "dev.chainguard.registry.push.v1").await;
+        assert_eq!(pushes.len(), 2, "[{b}] {pushes:?}");
+        let last = event_body(&pushes[0]);
+        assert_eq!(last["repository"], "regevents/app", "[{b}] {last}");
+        assert_eq!(last["tag"], "v1", "[{b}] {last}");
+        assert_eq!(last["digest"], d2, "[{b}] {last}");
+        assert_eq!(last["tag_previous_digest"], d1, "[{b}] {last}");
+        assert_eq!(last["type"], "manifest", "[{b}] {last}");
+        assert_eq!(last["remote_address"], "127.0.0.1", "[{b}] {last}");
+        let repo_uid = last["repo_id"].as_str().unwrap().to_owned();
+        assert!(repo_uid.starts_with(&org), "[{b}] {last}");
+        assert!(
+            event_body(&pushes[1]).get("tag_previous_digest").is_none(),
+            "[{b}] a new tag"
+        );
+
+        // A refused push is recorded with its error.
+        let r = s
+            .http
+            .put(format!("{}/v2/regevents/app/manifests/v2", s.base))
+            .bearer_auth(&s.token)
+            .header("content-type", oci)
+            .body("{not json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "[{b}]");
+        let refused = of_type(&s, &org, "dev.chainguard.registry.push.v1").await;
+        let error = event_body(&refused[0]);
+        assert_eq!(error["error"]["status"], 400, "[{b}] {error}");
+        assert_eq!(error["tag"], "v2", "[{b}] {error}");
+
+        // A pull, with its user agent.
+        let r = s
+            .http
+            .get(format!("{}/v2/regevents/app/manifests/v1", s.base))
+            .bearer_auth(&s.token)
+            .header("accept", oci)
+            .header("user-agent", "events-test/1.0")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "[{b}]");
+        let pulls = of_type(&s, &org, "dev.chainguard.registry.pull.v1").await;
+        let pull = event_body(&pulls[0]);
+        assert_eq!(pull["user_agent"], "events-test/1.0", "[{b}] {pull}");
+        assert_eq!(pull["method"], "GET", "[{b}] {pull}");
+        assert_eq!(pull["digest"], d2, "[{b}] {pull}");
+        assert_eq!(pull["tag"], "v1", "[{b}] {pull}");
+
+        // Tags through the API.
+        let (st, tag) = s
+            .post(
+                &format!("/registry/v2/tags/{repo_uid}"),
+                json!({"name": "stable", "digest": d1}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {tag}");
+        let (st, _) = s
+            .delete(&format!("/registry/v2/tags/{}", tag["uid"].as_str().unwrap()))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}]");
+        let created = of_type(&s, &org, "dev.chainguard.api.platform.registry.tag.created.v1").await;
+        assert_eq!(event_body(&created[0]), tag, "[{b}] the body is the response");
+        let deleted = of_type(&s, &org, "dev.chainguard.api.platform.registry.tag.deleted.v1").await;
+        assert_eq!(deleted[0]["subject"], tag["uid"], "[{b}]");
+
+        // A role binding granting owner, then its removal.
+        let (reviewer, reviewer_token) = common::person(&s, "reviewer", &[(&org, "advisories.approver")]).await;
+        let bound = of_type(&s, &org, "dev.chainguard.api.iam.rolebindings.created.v1").await;
+        let binding = event_body(&bound[0]);
+        assert_eq!(binding["role"]["name"], "advisories.approver", "[{b}] {binding}");
+        assert_eq!(binding["identity"]["uid"], reviewer, "[{b}] {binding}");
+
+        // An advisory, an event, and a second person's review.
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let (st, adv) = s
+            .post(
+                "/vulnerabilities/v1/advisories",
+                json!({"parentId": org, "advisory": {
+                    "artifactName": "pkg", "artifactType": "apk", "componentName": "pkg", "componentType": "apk",
+                    "events": [{"timestamp": now, "detection": {"manual": {}}}],
+                }}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {adv}");
+        let adv_id = adv["id"].as_str().unwrap().to_owned();
+        let (st, ev) = s
+            .post(
+                &format!("/vulnerabilities/v1/advisories/{adv_id}/events"),
+                json!({"advisoryEvent": {"timestamp": now, "fixed": {"fixedVersion": "1.2.3-r0"}}}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {ev}");
+        let ev_id = ev["id"].as_str().unwrap().to_owned();
+        let (st, reviewed) = s
+            .call_as(
+                &reviewer_token,
+                reqwest::Method::PUT,
+                &format!("/vulnerabilities/v1/advisory_events/{ev_id}"),
+                Some(json!({"status": "APPROVED"})),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {reviewed}");
+        let created = of_type(&s, &org, "dev.chainguard.api.vulnerabilities.advisory.created.v1").await;
+        assert_eq!(event_body(&created[0])["id"], adv_id, "[{b}]");
+        let added = of_type(&s, &org, "dev.chainguard.api.vulnerabilities.advisory_event.created.v1").await;
+        assert_eq!(event_body(&added[0])["id"], ev_id, "[{b}]");
+        let review = of_type(
+            &s,
+            &org,
+            "dev.chainguard.api.vulnerabilities.advisory_event.reviewed.v1",
+        )
+        .await;
+        assert_eq!(
+            review[0]["actor"]["subject"], reviewer,
+            "[{b}] the reviewer is the actor"
+        );
+        assert_eq!(event_body(&review[0]), reviewed, "[{b}] the body is the response");
+    }
+}

@@ -31,7 +31,7 @@ const DOMAIN: &str = "iam.chainguard.dev";
 /// An Ed25519 public key as a JWKS document (static-keys identities).
 const JWKS: &str = r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}"#;
 
-const BUILTIN_NAMES: [&str; 19] = [
+const BUILTIN_NAMES: [&str; 20] = [
     "actions.viewer",
     "advisories.admin",
     "advisories.approver",
@@ -39,6 +39,7 @@ const BUILTIN_NAMES: [&str; 19] = [
     "advisories.viewer",
     "apk.pull",
     "argos.osv.reader",
+    "auditor",
     "console_viewer",
     "editor",
     "guardener.admin",
@@ -807,7 +808,7 @@ async fn builtin_roles_are_listed_and_stable() {
             "/iam/v2beta1/roles?uidp.inRoot=true".to_owned(),
         ] {
             let list = get_ok(s, &path).await;
-            assert_eq!(list["totalCount"], "19", "[{b}] {path}: {list}");
+            assert_eq!(list["totalCount"], "20", "[{b}] {path}: {list}");
             let roles = list["roles"].as_array().expect("roles");
             let names: BTreeSet<&str> = roles.iter().map(|r| r["name"].as_str().unwrap()).collect();
             assert_eq!(names, BTreeSet::from(BUILTIN_NAMES), "[{b}] {list}");
@@ -858,7 +859,7 @@ async fn builtin_roles_are_listed_and_stable() {
         s.restart().await;
         assert_eq!(builtins(s).await, map, "[{b}] after restart");
         let list = get_ok(s, ROLES).await;
-        assert_eq!(list["totalCount"], "19", "[{b}] no custom roles yet: {list}");
+        assert_eq!(list["totalCount"], "20", "[{b}] no custom roles yet: {list}");
     }
 }
 
@@ -936,9 +937,9 @@ async fn custom_roles() {
         let list = get_ok(&s, &format!("{ROLES}?uidp.children_of={ou}")).await;
         assert_eq!(uids(&list, "roles"), [ru.as_str()], "[{b}] {list}");
         let list = get_ok(&s, &format!("{ROLES}?uidp.in_root=true")).await;
-        assert_eq!(list["totalCount"], "19", "[{b}] {list}");
+        assert_eq!(list["totalCount"], "20", "[{b}] {list}");
         let list = get_ok(&s, ROLES).await;
-        assert_eq!(list["totalCount"], "21", "[{b}] {list}");
+        assert_eq!(list["totalCount"], "22", "[{b}] {list}");
         let list = get_ok(&s, &format!("{ROLES}?name=lister")).await;
         assert_eq!(uids(&list, "roles"), [ru.as_str()], "[{b}] {list}");
 
@@ -1852,14 +1853,14 @@ mod grpc {
                 .await
                 .expect("list roles")
                 .into_inner();
-            assert_eq!(builtin_list.total_count, Some(19), "[{b}]");
+            assert_eq!(builtin_list.total_count, Some(20), "[{b}]");
             let owner = builtin_list
                 .roles
                 .iter()
                 .find(|r| r.name == "owner")
                 .expect("owner")
                 .clone();
-            assert_eq!(owner.capabilities.len(), 142, "[{b}] {owner:?}");
+            assert_eq!(owner.capabilities.len(), 143, "[{b}] {owner:?}");
             let role = roles
                 .create_role(CreateRoleRequest {
                     parent: ou.clone(),
@@ -2133,7 +2134,7 @@ mod grpc {
                 .await
                 .expect("list roles")
                 .into_inner();
-            assert_eq!(list.total_count, Some(20), "[{b}] {list:?}");
+            assert_eq!(list.total_count, Some(21), "[{b}] {list:?}");
         }
     }
 }

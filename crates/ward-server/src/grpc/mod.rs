@@ -13,6 +13,7 @@ use crate::ward::Ward;
 
 mod account_associations;
 mod advisories;
+mod events;
 mod iam;
 mod registry;
 mod sts;
@@ -96,6 +97,7 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
     let v1_people = v1_people::V1People(ward.clone());
     let v1_iam = v1_iam::V1Iam(ward.clone());
     let sts = sts::Sts(ward.clone());
+    let events = events::Events(ward.clone());
     let advisories = advisories::Advisories(ward);
     macro_rules! add {
         ($router:expr, $state:expr, $($server:path),*) => {{
@@ -190,6 +192,14 @@ pub fn add_services(router: axum::Router, ward: Arc<Ward>) -> axum::Router {
         ward_proto::iam::group_account_associations_server::GroupAccountAssociationsServer<v1_people::V1People>,
         ward_proto::iam::group_invites_server::GroupInvitesServer<v1_people::V1People>,
         ward_proto::iam::external_group_role_mappings_server::ExternalGroupRoleMappingsServer<v1_people::V1People>
+    );
+    let router = add!(
+        router,
+        events,
+        ward_proto::events::subscriptions_server::SubscriptionsServer<events::Events>,
+        ward_proto::events::event_log_server::EventLogServer<events::Events>,
+        ward_proto::events::v2::subscriptions_service_server::SubscriptionsServiceServer<events::Events>,
+        ward_proto::events::v2beta1::subscriptions_service_server::SubscriptionsServiceServer<events::Events>
     );
     let reflection = || {
         tonic_reflection::server::Builder::configure()

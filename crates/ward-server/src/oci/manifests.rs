@@ -7,6 +7,7 @@ use http::{HeaderValue, Method, StatusCode, header};
 
 use super::{header_value, target};
 use crate::authz::Caller;
+use crate::services::events::registry::Client;
 use crate::services::registry::oci::{Action, MAX_MANIFEST_BYTES, MAX_TAG_PARAMS, OciError, OciResult};
 use crate::ward::Ward;
 
@@ -37,6 +38,7 @@ pub(crate) async fn handle(
     req: Request,
 ) -> OciResult<Response> {
     let method = req.method().clone();
+    let client = Client::of(&req);
     match method {
         Method::GET | Method::HEAD => {
             let t = target(ward, caller, name, Action::Pull).await?;
@@ -47,6 +49,7 @@ pub(crate) async fn handle(
                     m.media_type
                 )));
             }
+            ward.record_pull(caller, &t, name, reference, &m.digest, &client);
             let len = m.content.len();
             let mut r = Response::new(if method == Method::HEAD {
                 Body::empty()
@@ -95,9 +98,25 @@ pub(crate) async fn handle(
                         )
                     }
                 })?;
-            let (digest, subject) = ward
-                .oci_put_manifest(caller, &mut t, reference, &tags, content_type.as_deref(), body)
-                .await?;
+            let pushed = ward
+                .oci_put_manifest(
+                    caller,
+                    &mut t,
+                    reference,
+                    &tags,
+                    content_type.as_deref(),
+                    body,
+                    name,
+                    &client,
+                )
+                .await;
+            let (digest, subject) = match pushed {
+                Ok(p) => p,
+                Err(e) => {
+                    ward.record_refused_push(caller, &t, name, reference, &client, &e).await;
+                    return Err(e);
+                }
+            };
             let mut r = Response::new(Body::empty());
             *r.status_mut() = StatusCode::CREATED;
             let h = r.headers_mut();

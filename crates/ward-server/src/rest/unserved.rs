@@ -33,61 +33,6 @@ pub const UNSERVED: &[(&str, &str, &str)] = &[
         "chainguard.platform.auth.Auth.Delete",
     ),
     (
-        "GET",
-        "/events/v1/subscriptions",
-        "chainguard.platform.events.Subscriptions.List",
-    ),
-    (
-        "DELETE",
-        "/events/v1/subscriptions/{id=**}",
-        "chainguard.platform.events.Subscriptions.Delete",
-    ),
-    (
-        "POST",
-        "/events/v1/subscriptions/{parent_id=**}",
-        "chainguard.platform.events.Subscriptions.Create",
-    ),
-    (
-        "GET",
-        "/events/v2/subscriptions",
-        "chainguard.platform.events.v2.SubscriptionsService.ListSubscriptions",
-    ),
-    (
-        "POST",
-        "/events/v2/subscriptions/{parent=**}",
-        "chainguard.platform.events.v2.SubscriptionsService.CreateSubscription",
-    ),
-    (
-        "DELETE",
-        "/events/v2/subscriptions/{uid=**}",
-        "chainguard.platform.events.v2.SubscriptionsService.DeleteSubscription",
-    ),
-    (
-        "GET",
-        "/events/v2/subscriptions/{uid=**}",
-        "chainguard.platform.events.v2.SubscriptionsService.GetSubscription",
-    ),
-    (
-        "GET",
-        "/events/v2beta1/subscriptions",
-        "chainguard.platform.events.v2beta1.SubscriptionsService.ListSubscriptions",
-    ),
-    (
-        "POST",
-        "/events/v2beta1/subscriptions/{parent=**}",
-        "chainguard.platform.events.v2beta1.SubscriptionsService.CreateSubscription",
-    ),
-    (
-        "DELETE",
-        "/events/v2beta1/subscriptions/{uid=**}",
-        "chainguard.platform.events.v2beta1.SubscriptionsService.DeleteSubscription",
-    ),
-    (
-        "GET",
-        "/events/v2beta1/subscriptions/{uid=**}",
-        "chainguard.platform.events.v2beta1.SubscriptionsService.GetSubscription",
-    ),
-    (
         "POST",
         "/iam/v1/identities",
         "chainguard.platform.events.Identities.Create",

@@ -215,14 +215,37 @@ impl Ward {
 
     /// Writes bindings, recording first the pending people they wait for;
     /// if the bindings cannot be written, those pending people go again.
+    /// The event is one binding's, or the batch's (its body the batch
+    /// response, in request order).
     async fn write_bindings(&self, caller: &Caller, records: &[RoleBindingRecord], pending: &[Uidp]) -> Result<()> {
         for p in pending {
             self.pending_person(caller, p).await?;
         }
         let written = if let [one] = records {
-            self.store.create_binding(one).await
+            let emit = self.rendered(
+                caller,
+                events::types::ROLEBINDING_CREATED,
+                &one.uid,
+                &one.parent_uid,
+                |rows: &Vec<HydratedBinding>| rows.first().cloned().map(to_proto).unwrap_or_default(),
+            );
+            self.store.create_binding(one, emit).await
         } else {
-            self.store.create_bindings(records).await
+            let group = records.first().map(|r| r.parent_uid.clone()).unwrap_or_default();
+            let order: Vec<String> = records.iter().map(|r| r.uid.clone()).collect();
+            let emit = self.rendered(
+                caller,
+                events::types::ROLEBINDINGS_CREATED,
+                &group,
+                &group,
+                move |rows: &Vec<HydratedBinding>| BatchCreateRoleBindingsResponse {
+                    role_bindings: order
+                        .iter()
+                        .filter_map(|u| rows.iter().find(|r| &r.uid == u).cloned().map(to_proto))
+                        .collect(),
+                },
+            );
+            self.store.create_bindings(records, emit).await
         };
         if written.is_err() {
             for p in pending {
@@ -431,9 +454,16 @@ impl Ward {
             .ok_or_else(|| Error::invalid("role_binding.uid", "a role binding uid has a group part"))?;
         let caps = self.bindable_role(caller, &group, &role).await?;
         self.check_no_escalation(caller, &group, caps)?;
+        let emit = self.updated(
+            caller,
+            events::types::ROLEBINDING_UPDATED,
+            uid.as_str(),
+            group.as_str(),
+            to_proto,
+        );
         let updated = self
             .store
-            .update_binding(&uid, role.as_str(), self.clock.now_millis())
+            .update_binding(&uid, role.as_str(), self.clock.now_millis(), emit)
             .await?;
         self.grants_changed();
         Ok(to_proto(updated))
@@ -447,7 +477,9 @@ impl Ward {
         }
         self.authorize(caller, &rpc::DELETE_ROLE_BINDING, &uid)?;
         let identity = self.store.get_binding(&uid).await?.map(|b| b.identity_uid);
-        if self.store.delete_binding(&uid).await? {
+        let group = Ward::event_group(uid.as_str());
+        let emit = self.deleted(caller, events::types::ROLEBINDING_DELETED, uid.as_str(), &group);
+        if self.store.delete_binding(&uid, emit).await? {
             self.grants_changed();
         }
         if let Some(identity) = identity {

@@ -7,6 +7,7 @@ use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
+use super::events::insert_event as log_event;
 use super::{PostgresStore, lock};
 use crate::advisories::{
     ADVISORY_TYPE, APPROVED, APPROVED_AS_IMPORTED, AdvisoryFields, AdvisoryRecord, AdvisoryStore, EVENT_TYPE,
@@ -14,6 +15,7 @@ use crate::advisories::{
     LATEST_APPROVED, PENDING, Plan, StoredPrint, advisory_exists, alias_list, ecosystems_json, event_reviewed,
     feed_plan, has_room, plan, search_text, status_of, too_many_events,
 };
+use crate::events::Emit;
 use crate::sql::{ADVISORY_COLUMNS, EVENT_COLUMNS};
 use crate::{GROUP_TYPE, db_err};
 
@@ -360,7 +362,7 @@ async fn import_one(
 
 #[async_trait]
 impl AdvisoryStore for PostgresStore {
-    async fn create_advisory(&self, a: &AdvisoryRecord, events: &[EventRecord]) -> Result<()> {
+    async fn create_advisory(&self, a: &AdvisoryRecord, events: &[EventRecord], emit: Emit<()>) -> Result<()> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "groups", &a.parent_uid, "FOR SHARE").await? {
             return Err(Error::not_found(GROUP_TYPE, a.parent_uid.clone()));
@@ -373,6 +375,7 @@ impl AdvisoryStore for PostgresStore {
             insert_event(&mut tx, e).await?;
         }
         refresh_status(&mut tx, &a.uid).await?;
+        log_event(&mut tx, &emit.record(&())).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
@@ -380,16 +383,26 @@ impl AdvisoryStore for PostgresStore {
         self.get_one("advisories", ADVISORY_COLUMNS, uid).await
     }
 
-    async fn update_advisory(&self, uid: &Uidp, f: &AdvisoryFields, now_ms: i64) -> Result<AdvisoryRecord> {
+    async fn update_advisory(
+        &self,
+        uid: &Uidp,
+        f: &AdvisoryFields,
+        now_ms: i64,
+        emit: Emit<AdvisoryRecord>,
+    ) -> Result<AdvisoryRecord> {
         let mut tx = self.begin().await?;
         lock_live(&mut tx, uid.as_str()).await?;
         write_fields(&mut tx, uid.as_str(), f, now_ms).await?;
-        let row = get_advisory(&mut tx, "uid", uid.as_str(), "").await?;
+        let row = get_advisory(&mut tx, "uid", uid.as_str(), "")
+            .await?
+            .ok_or_else(|| Error::not_found(ADVISORY_TYPE, uid.as_str()))?;
+        log_event(&mut tx, &emit.record(&row)).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))?;
-        row.ok_or_else(|| Error::not_found(ADVISORY_TYPE, uid.as_str()))
+        Ok(row)
     }
 
-    async fn delete_advisory(&self, uid: &Uidp, now_ms: i64) -> Result<()> {
+    async fn delete_advisory(&self, uid: &Uidp, now_ms: i64, emit: Emit<()>) -> Result<()> {
+        let mut tx = self.begin().await?;
         let n = sqlx::query(
             "UPDATE advisories SET delete_time = $1, \
              update_time = CASE WHEN $1 > update_time THEN $1 ELSE update_time + 1 END \
@@ -397,14 +410,15 @@ impl AdvisoryStore for PostgresStore {
         )
         .bind(now_ms)
         .bind(uid.as_str())
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(|e| db_err("delete advisory", e))?
         .rows_affected();
         if n == 0 {
             return Err(Error::not_found(ADVISORY_TYPE, uid.as_str()));
         }
-        Ok(())
+        log_event(&mut tx, &emit.record(&())).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
     async fn list_advisories(&self, q: &ListQuery) -> Result<Page<AdvisoryRecord>> {
@@ -425,7 +439,7 @@ impl AdvisoryStore for PostgresStore {
         .map_err(|e| db_err("list events", e))
     }
 
-    async fn add_event(&self, e: &EventRecord) -> Result<()> {
+    async fn add_event(&self, e: &EventRecord, emit: Emit<()>) -> Result<()> {
         let mut tx = self.begin().await?;
         lock_live(&mut tx, &e.advisory_uid).await?;
         if !room_for(&mut tx, &e.advisory_uid, &[e]).await? {
@@ -434,6 +448,7 @@ impl AdvisoryStore for PostgresStore {
         insert_event(&mut tx, e).await?;
         touch(&mut tx, &e.advisory_uid, e.create_time).await?;
         refresh_status(&mut tx, &e.advisory_uid).await?;
+        log_event(&mut tx, &emit.record(&())).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
@@ -445,7 +460,7 @@ impl AdvisoryStore for PostgresStore {
             .map_err(|e| db_err("get event", e))
     }
 
-    async fn update_event(&self, e: &EventRecord, expected_state: i64) -> Result<EventRecord> {
+    async fn update_event(&self, e: &EventRecord, expected_state: i64, emit: Emit<EventRecord>) -> Result<EventRecord> {
         let mut tx = self.begin().await?;
         lock_live(&mut tx, &e.advisory_uid).await?;
         let row: Option<EventRecord> = sqlx::query_as(&format!(
@@ -483,6 +498,7 @@ impl AdvisoryStore for PostgresStore {
         }
         touch(&mut tx, &e.advisory_uid, e.update_time).await?;
         refresh_status(&mut tx, &e.advisory_uid).await?;
+        log_event(&mut tx, &emit.record(&row)).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))?;
         Ok(row)
     }

@@ -2,13 +2,33 @@
 
 use async_trait::async_trait;
 use sqlx::PgConnection;
-use ward_core::Result;
+use ward_core::listing::{ListQuery, Page};
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
 
-use super::PostgresStore;
-use crate::db_err;
-use crate::events::{EventQuery, EventRecord, EventStore, QueryValue, query_sql};
+use super::{PostgresStore, lock};
+use crate::events::{
+    Attempt, CUSTOMER, DELIVER, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, FailedDeliveryRecord,
+    MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP, QueryValue, SUBSCRIPTION_COLUMNS, SUBSCRIPTION_TYPE,
+    SubscriptionRecord, query_sql, receiving_groups,
+};
+use crate::{GROUP_TYPE, db_err};
 
-/// Appends `e` to the log, inside the caller's transaction.
+/// One subscription's queued deliveries (`$sub` is its uid), on the
+/// `jobs_deliveries` index: keys `<uid>|…` in the C collation.
+fn deliveries_of(sub: &str) -> String {
+    format!(
+        "kind = 'deliver' AND (key COLLATE \"C\") >= (({sub}) || '|') COLLATE \"C\" \
+         AND (key COLLATE \"C\") < (({sub}) || '}}') COLLATE \"C\""
+    )
+}
+
+/// A failed delivery's columns, in [`FailedDeliveryRecord`]'s order.
+const FAILED_COLUMNS: &str = "subscription_uid, event_id, event_type, attempts, status, error, time";
+
+/// Appends `e` to the log, inside the caller's transaction, and queues its
+/// delivery to every subscription at or above its group (a customer event
+/// only; a subscription with a full backlog is skipped).
 pub(crate) async fn insert_event(c: &mut PgConnection, e: &EventRecord) -> Result<()> {
     sqlx::query(
         "INSERT INTO events (id, type, subject, group_uid, actor, act, body, audience, time) \
@@ -23,9 +43,26 @@ pub(crate) async fn insert_event(c: &mut PgConnection, e: &EventRecord) -> Resul
     .bind(&e.body)
     .bind(&e.audience)
     .bind(e.time)
-    .execute(c)
+    .execute(&mut *c)
     .await
     .map_err(|e| db_err("insert event", e))?;
+    if e.audience == CUSTOMER {
+        sqlx::query(&format!(
+            "INSERT INTO jobs (kind, key, run_after, create_time) \
+             SELECT $1, s.uid || '|' || $2, $3, $3 FROM subscriptions s WHERE s.parent_uid = ANY($4) \
+             AND (SELECT COUNT(*) FROM (SELECT 1 FROM jobs j WHERE j.{} LIMIT $5) backlog) < $5 \
+             ON CONFLICT (kind, key) DO NOTHING",
+            deliveries_of("s.uid")
+        ))
+        .bind(DELIVER)
+        .bind(&e.id)
+        .bind(e.time)
+        .bind(receiving_groups(&e.group_uid))
+        .bind(MAX_PENDING_PER_SUBSCRIPTION)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| db_err("queue deliveries", e))?;
+    }
     Ok(())
 }
 
@@ -43,6 +80,185 @@ impl EventStore for PostgresStore {
         let mut read = self.reads.get().await?;
         let r = query.fetch_all(read.conn()).await;
         read.done(r).map_err(|e| db_err("list events", e))
+    }
+
+    async fn append_events(&self, events: &[EventRecord]) -> Result<()> {
+        let mut tx = self.begin().await?;
+        for e in events {
+            insert_event(&mut tx, e).await?;
+        }
+        tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
+    async fn get_logged_event(&self, id: &str) -> Result<Option<EventRecord>> {
+        let mut read = self.reads.get().await?;
+        let r = sqlx::query_as(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(read.conn())
+            .await;
+        read.done(r).map_err(|e| db_err("get event", e))
+    }
+
+    async fn create_subscription(&self, s: &SubscriptionRecord, emit: Emit<()>) -> Result<()> {
+        let mut tx = self.begin().await?;
+        // FOR UPDATE: concurrent creates in one group take turns, so the
+        // bound holds.
+        if !lock(&mut tx, "groups", &s.parent_uid, "FOR UPDATE").await? {
+            return Err(Error::not_found(GROUP_TYPE, s.parent_uid.clone()));
+        }
+        let (held,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM subscriptions WHERE parent_uid = $1")
+            .bind(&s.parent_uid)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| db_err("count subscriptions", e))?;
+        if held >= MAX_SUBSCRIPTIONS_PER_GROUP {
+            return Err(crate::events::too_many_subscriptions(&s.parent_uid));
+        }
+        sqlx::query("INSERT INTO subscriptions (uid, parent_uid, sink, create_time) VALUES ($1, $2, $3, $4)")
+            .bind(&s.uid)
+            .bind(&s.parent_uid)
+            .bind(&s.sink)
+            .bind(s.create_time)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("create subscription", e))?;
+        insert_event(&mut tx, &emit.record(&())).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
+    async fn get_subscription(&self, uid: &Uidp) -> Result<Option<SubscriptionRecord>> {
+        self.get_one("subscriptions", SUBSCRIPTION_COLUMNS, uid).await
+    }
+
+    async fn list_subscriptions(&self, q: &ListQuery) -> Result<Page<SubscriptionRecord>> {
+        self.list("subscriptions", SUBSCRIPTION_COLUMNS, q).await
+    }
+
+    async fn delete_subscription(&self, uid: &Uidp, emit: Emit<()>) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let gone = sqlx::query("DELETE FROM subscriptions WHERE uid = $1")
+            .bind(uid.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("delete subscription", e))?;
+        if gone.rows_affected() == 0 {
+            return Err(Error::not_found(SUBSCRIPTION_TYPE, uid.as_str()));
+        }
+        sqlx::query(&format!("DELETE FROM jobs WHERE {}", deliveries_of("$1")))
+            .bind(uid.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("delete deliveries", e))?;
+        sqlx::query("DELETE FROM failed_deliveries WHERE subscription_uid = $1")
+            .bind(uid.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("delete failed deliveries", e))?;
+        insert_event(&mut tx, &emit.record(&())).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))
+    }
+
+    async fn record_attempt(&self, subscription: &str, attempt: Attempt) -> Result<()> {
+        match attempt {
+            Attempt::Delivered { time } => {
+                sqlx::query(
+                    "UPDATE subscriptions SET delivered = delivered + 1, \
+                     last_success_time = GREATEST(last_success_time, $2) WHERE uid = $1",
+                )
+                .bind(subscription)
+                .bind(time)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| db_err("record delivery", e))?;
+            }
+            Attempt::Failed {
+                time,
+                status,
+                error,
+                gave_up,
+            } => {
+                let mut tx = self.begin().await?;
+                sqlx::query(
+                    "UPDATE subscriptions SET last_failure_time = $2, last_failure_status = $3, \
+                     last_failure_error = $4 WHERE uid = $1 AND last_failure_time <= $2",
+                )
+                .bind(subscription)
+                .bind(time)
+                .bind(status)
+                .bind(&error)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| db_err("record delivery", e))?;
+                if let Some(f) = gave_up {
+                    sqlx::query(&format!(
+                        "INSERT INTO failed_deliveries ({FAILED_COLUMNS}) \
+                         SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM subscriptions WHERE uid = $1) \
+                         ON CONFLICT (subscription_uid, event_id) DO UPDATE SET attempts = EXCLUDED.attempts, \
+                         status = EXCLUDED.status, error = EXCLUDED.error, time = EXCLUDED.time"
+                    ))
+                    .bind(&f.subscription_uid)
+                    .bind(&f.event_id)
+                    .bind(&f.event_type)
+                    .bind(f.attempts)
+                    .bind(f.status)
+                    .bind(&f.error)
+                    .bind(f.time)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| db_err("record failed delivery", e))?;
+                }
+                tx.commit().await.map_err(|e| db_err("commit", e))?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn deliveries(&self, subscription: &str, limit: u32) -> Result<(i64, Vec<FailedDeliveryRecord>)> {
+        let mut read = self.reads.get().await?;
+        let r = sqlx::query_as(&format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE {} LIMIT $2) backlog",
+            deliveries_of("$1")
+        ))
+        .bind(subscription)
+        .bind(MAX_PENDING_PER_SUBSCRIPTION)
+        .fetch_one(read.conn())
+        .await;
+        let (pending,): (i64,) = read.done(r).map_err(|e| db_err("count deliveries", e))?;
+        let r = sqlx::query_as(&format!(
+            "SELECT {FAILED_COLUMNS} FROM failed_deliveries WHERE subscription_uid = $1 \
+             ORDER BY time DESC, event_id LIMIT $2"
+        ))
+        .bind(subscription)
+        .bind(i64::from(limit))
+        .fetch_all(read.conn())
+        .await;
+        let failed = read.done(r).map_err(|e| db_err("failed deliveries", e))?;
+        Ok((pending, failed))
+    }
+
+    async fn retry_deliveries(&self, subscription: &str, event_id: Option<&str>, now_ms: i64) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let which = "subscription_uid = $1 AND ($2::TEXT IS NULL OR event_id = $2)";
+        sqlx::query(&format!(
+            "INSERT INTO jobs (kind, key, run_after, create_time) \
+             SELECT $3, subscription_uid || '|' || event_id, $4, $4 FROM failed_deliveries WHERE {which} \
+             ON CONFLICT (kind, key) DO NOTHING"
+        ))
+        .bind(subscription)
+        .bind(event_id)
+        .bind(DELIVER)
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("retry deliveries", e))?;
+        let n = sqlx::query(&format!("DELETE FROM failed_deliveries WHERE {which}"))
+            .bind(subscription)
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("retry deliveries", e))?;
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        Ok(n.rows_affected())
     }
 
     async fn prune_events(&self, before: i64, limit: u32) -> Result<u64> {

@@ -12,8 +12,8 @@ use super::events::insert_event;
 use super::{PostgresStore, lock};
 use crate::events::Emit;
 use crate::registry::{
-    BLOB_TYPE, MANIFEST_TYPE, MAX_TAG_HISTORY, ManifestLinks, ManifestRecord, REPO_TYPE, RegistryStore, RepoPatch,
-    RepoRecord, TagHistoryRecord, TagRecord, UploadCaps, UploadRecord, repo_exists, tag_flags,
+    BLOB_TYPE, MANIFEST_TYPE, MAX_TAG_HISTORY, ManifestLinks, ManifestRecord, Pushed, REPO_TYPE, RegistryStore,
+    RepoPatch, RepoRecord, TagHistoryRecord, TagRecord, UploadCaps, UploadRecord, repo_exists, tag_flags,
 };
 use crate::sql::{self, Dialect, REPO_COLUMNS, TAG_COLUMNS};
 use crate::{GROUP_TYPE, db_err};
@@ -310,6 +310,7 @@ impl RegistryStore for PostgresStore {
         m: &ManifestRecord,
         links: &ManifestLinks,
         tag: Option<&TagRecord>,
+        emit: Emit<Pushed>,
     ) -> Result<Option<TagRecord>> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "repos", &m.repo_uid, "FOR SHARE").await? {
@@ -369,12 +370,21 @@ impl RegistryStore for PostgresStore {
             .await
             .map_err(|e| db_err("insert manifest refs", e))?;
         }
-        let tag = match tag {
-            Some(t) => Some(upsert_tag(&mut tx, t, false).await?),
-            None => None,
-        };
+        let mut pushed = Pushed::default();
+        if let Some(t) = tag {
+            let before: Option<(Option<String>,)> =
+                sqlx::query_as("SELECT digest FROM tags WHERE parent_uid = $1 AND name = $2")
+                    .bind(&t.parent_uid)
+                    .bind(&t.name)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(|e| db_err("read tag", e))?;
+            pushed.previous_digest = before.and_then(|(d,)| d).unwrap_or_default();
+            pushed.tag = Some(upsert_tag(&mut tx, t, false).await?);
+        }
+        insert_event(&mut tx, &emit.record(&pushed)).await?;
         Self::commit(tx).await?;
-        Ok(tag)
+        Ok(pushed.tag)
     }
 
     async fn get_manifest(&self, repo_uid: &str, digest: &str) -> Result<Option<ManifestRecord>> {
@@ -421,7 +431,7 @@ impl RegistryStore for PostgresStore {
         .map_err(|e| db_err("referrers", e))
     }
 
-    async fn put_tag(&self, t: &TagRecord) -> Result<TagRecord> {
+    async fn put_tag(&self, t: &TagRecord, emit: Emit<TagRecord>) -> Result<TagRecord> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "repos", &t.parent_uid, "FOR SHARE").await? {
             return Err(Error::not_found(REPO_TYPE, t.parent_uid.clone()));
@@ -431,6 +441,7 @@ impl RegistryStore for PostgresStore {
             return Err(Error::not_found(MANIFEST_TYPE, t.digest.clone()));
         }
         let row = upsert_tag(&mut tx, t, true).await?;
+        insert_event(&mut tx, &emit.record(&row)).await?;
         Self::commit(tx).await?;
         Ok(row)
     }
@@ -450,13 +461,18 @@ impl RegistryStore for PostgresStore {
         .map_err(|e| db_err("find tag", e))
     }
 
-    async fn delete_tag(&self, uid: &Uidp) -> Result<bool> {
-        let n = self
-            .exec(
-                "delete tag",
-                sqlx::query("DELETE FROM tags WHERE uid = $1").bind(uid.as_str()),
-            )
-            .await?;
+    async fn delete_tag(&self, uid: &Uidp, emit: Emit<()>) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let n = sqlx::query("DELETE FROM tags WHERE uid = $1")
+            .bind(uid.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("delete tag", e))?
+            .rows_affected();
+        if n > 0 {
+            insert_event(&mut tx, &emit.record(&())).await?;
+        }
+        Self::commit(tx).await?;
         Ok(n > 0)
     }
 

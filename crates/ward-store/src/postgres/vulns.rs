@@ -12,7 +12,7 @@ use crate::advisories::AdvisoryRecord;
 use crate::db_err;
 use crate::sql::ADVISORY_COLUMNS;
 use crate::vulns::{
-    FeedCandidate, FindingRecord, InventoryRecord, JobEnd, JobRecord, ManifestKey, NAME_CHUNK, ReportRecord,
+    FeedCandidate, FindingRecord, InventoryRecord, JobEnd, JobRecord, Lane, ManifestKey, NAME_CHUNK, ReportRecord,
     ReportStamp, ReportWrite, VulnStore, within_sql,
 };
 
@@ -75,15 +75,17 @@ impl VulnStore for PostgresStore {
         Ok(())
     }
 
-    async fn claim_jobs(&self, now_ms: i64, lease_ms: i64, limit: u32) -> Result<Vec<JobRecord>> {
+    async fn claim_jobs(&self, lane: Lane, now_ms: i64, lease_ms: i64, limit: u32) -> Result<Vec<JobRecord>> {
         let rows: Vec<(i64, String, String, i64, i64)> = sqlx::query_as(
             "UPDATE jobs SET lease_until = $1 + $2, attempts = attempts + 1 WHERE id IN \
              (SELECT id FROM jobs WHERE run_after <= $1 AND (lease_until IS NULL OR lease_until < $1) \
-             ORDER BY run_after, id LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING id, kind, key, attempts, lease_until",
+             AND (kind = 'deliver') = $4 ORDER BY run_after, id LIMIT $3 FOR UPDATE SKIP LOCKED) \
+             RETURNING id, kind, key, attempts, lease_until",
         )
         .bind(now_ms)
         .bind(lease_ms)
         .bind(i64::from(limit))
+        .bind(lane.is_deliveries())
         .fetch_all(&self.pool)
         .await
         .map_err(|e| db_err("claim jobs", e))?;

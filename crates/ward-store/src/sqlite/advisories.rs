@@ -6,6 +6,7 @@ use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
+use super::events::insert_event as log_event;
 use super::{SqliteStore, exists};
 use crate::GROUP_TYPE;
 use crate::advisories::{
@@ -14,6 +15,7 @@ use crate::advisories::{
     LATEST_APPROVED, PENDING, Plan, StoredPrint, advisory_exists, alias_list, ecosystems_json, event_reviewed,
     feed_plan, has_room, plan, search_text, status_of, too_many_events,
 };
+use crate::events::Emit;
 use crate::sql::{ADVISORY_COLUMNS, EVENT_COLUMNS};
 
 pub(super) fn advisory_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AdvisoryRecord> {
@@ -342,7 +344,7 @@ fn import_one(
 
 #[async_trait]
 impl AdvisoryStore for SqliteStore {
-    async fn create_advisory(&self, a: &AdvisoryRecord, events: &[EventRecord]) -> Result<()> {
+    async fn create_advisory(&self, a: &AdvisoryRecord, events: &[EventRecord], emit: Emit<()>) -> Result<()> {
         let (a, events) = (a.clone(), events.to_vec());
         self.write("create advisory", move |c| {
             let tx = c.savepoint()?;
@@ -357,6 +359,7 @@ impl AdvisoryStore for SqliteStore {
                 insert_event(&tx, e)?;
             }
             refresh_status(&tx, &a.uid)?;
+            log_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -368,7 +371,13 @@ impl AdvisoryStore for SqliteStore {
             .await
     }
 
-    async fn update_advisory(&self, uid: &Uidp, f: &AdvisoryFields, now_ms: i64) -> Result<AdvisoryRecord> {
+    async fn update_advisory(
+        &self,
+        uid: &Uidp,
+        f: &AdvisoryFields,
+        now_ms: i64,
+        emit: Emit<AdvisoryRecord>,
+    ) -> Result<AdvisoryRecord> {
         let (key, f) = (uid.as_str().to_owned(), f.clone());
         self.write("update advisory", move |c| {
             let tx = c.savepoint()?;
@@ -376,23 +385,33 @@ impl AdvisoryStore for SqliteStore {
                 return Ok(Err(e));
             }
             write_fields(&tx, &key, &f, now_ms)?;
-            let row = get_advisory(&tx, "uid", &key)?;
+            let Some(row) = get_advisory(&tx, "uid", &key)? else {
+                return Ok(Err(Error::not_found(ADVISORY_TYPE, key)));
+            };
+            log_event(&tx, &emit.record(&row))?;
             tx.commit()?;
-            Ok(row.ok_or_else(|| Error::not_found(ADVISORY_TYPE, key)))
+            Ok(Ok(row))
         })
         .await?
     }
 
-    async fn delete_advisory(&self, uid: &Uidp, now_ms: i64) -> Result<()> {
+    async fn delete_advisory(&self, uid: &Uidp, now_ms: i64, emit: Emit<()>) -> Result<()> {
         let key = uid.as_str().to_owned();
         let n = self
             .write("delete advisory", move |c| {
-                c.prepare_cached(
-                    "UPDATE advisories SET delete_time = ?1, \
-                     update_time = CASE WHEN ?1 > update_time THEN ?1 ELSE update_time + 1 END \
-                     WHERE uid = ?2 AND delete_time IS NULL",
-                )?
-                .execute(params![now_ms, key])
+                let tx = c.savepoint()?;
+                let n = tx
+                    .prepare_cached(
+                        "UPDATE advisories SET delete_time = ?1, \
+                         update_time = CASE WHEN ?1 > update_time THEN ?1 ELSE update_time + 1 END \
+                         WHERE uid = ?2 AND delete_time IS NULL",
+                    )?
+                    .execute(params![now_ms, key])?;
+                if n > 0 {
+                    log_event(&tx, &emit.record(&()))?;
+                }
+                tx.commit()?;
+                Ok(n)
             })
             .await?;
         if n == 0 {
@@ -423,7 +442,7 @@ impl AdvisoryStore for SqliteStore {
         .await
     }
 
-    async fn add_event(&self, e: &EventRecord) -> Result<()> {
+    async fn add_event(&self, e: &EventRecord, emit: Emit<()>) -> Result<()> {
         let e = e.clone();
         self.write("add event", move |c| {
             let tx = c.savepoint()?;
@@ -436,6 +455,7 @@ impl AdvisoryStore for SqliteStore {
             insert_event(&tx, &e)?;
             touch(&tx, &e.advisory_uid, e.create_time)?;
             refresh_status(&tx, &e.advisory_uid)?;
+            log_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -447,7 +467,7 @@ impl AdvisoryStore for SqliteStore {
         self.read("get event", move |c| get_event_row(c, &key)).await
     }
 
-    async fn update_event(&self, e: &EventRecord, expected_state: i64) -> Result<EventRecord> {
+    async fn update_event(&self, e: &EventRecord, expected_state: i64, emit: Emit<EventRecord>) -> Result<EventRecord> {
         let e = e.clone();
         self.write("update event", move |c| {
             let tx = c.savepoint()?;
@@ -489,9 +509,12 @@ impl AdvisoryStore for SqliteStore {
             }
             touch(&tx, &e.advisory_uid, e.update_time)?;
             refresh_status(&tx, &e.advisory_uid)?;
-            let row = get_event_row(&tx, &e.uid)?;
+            let Some(row) = get_event_row(&tx, &e.uid)? else {
+                return Ok(Err(Error::not_found(EVENT_TYPE, e.uid.clone())));
+            };
+            log_event(&tx, &emit.record(&row))?;
             tx.commit()?;
-            Ok(row.ok_or_else(|| Error::not_found(EVENT_TYPE, e.uid.clone())))
+            Ok(Ok(row))
         })
         .await?
     }

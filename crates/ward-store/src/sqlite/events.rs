@@ -1,13 +1,22 @@
 //! The event log on SQLite.
 
 use async_trait::async_trait;
-use rusqlite::{Connection, params, params_from_iter};
-use ward_core::Result;
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use ward_core::listing::{ListQuery, Page};
+use ward_core::uidp::Uidp;
+use ward_core::{Error, Result};
 
-use super::SqliteStore;
-use crate::events::{EventQuery, EventRecord, EventStore, QueryValue, query_sql};
+use super::{SqliteStore, exists};
+use crate::GROUP_TYPE;
+use crate::events::{
+    Attempt, CUSTOMER, DELIVER, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, FailedDeliveryRecord,
+    MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP, QueryValue, SUBSCRIPTION_COLUMNS, SUBSCRIPTION_TYPE,
+    SubscriptionRecord, query_sql, receiving_groups,
+};
 
-/// Appends `e` to the log, inside the caller's transaction.
+/// Appends `e` to the log, inside the caller's transaction, and queues its
+/// delivery to every subscription at or above its group (a customer event
+/// only; a subscription with a full backlog is skipped).
 pub(crate) fn insert_event(c: &Connection, e: &EventRecord) -> rusqlite::Result<()> {
     c.prepare_cached(
         "INSERT INTO events (id, type, subject, group_uid, actor, act, body, audience, time) \
@@ -24,8 +33,51 @@ pub(crate) fn insert_event(c: &Connection, e: &EventRecord) -> rusqlite::Result<
         e.audience,
         e.time
     ])?;
+    if e.audience == CUSTOMER {
+        let groups = serde_json::to_string(&receiving_groups(&e.group_uid)).unwrap_or_else(|_| "[]".into());
+        // Keys of one subscription's deliveries sort between `uid|` and
+        // `uid}` ('}' follows '|'), so the backlog is counted on the index.
+        c.prepare_cached(
+            "INSERT INTO jobs (kind, key, run_after, create_time) \
+             SELECT ?1, s.uid || '|' || ?2, ?3, ?3 FROM subscriptions s \
+             WHERE s.parent_uid IN (SELECT value FROM json_each(?4)) \
+             AND (SELECT COUNT(*) FROM (SELECT 1 FROM jobs j WHERE j.kind = ?1 AND j.key >= s.uid || '|' \
+                  AND j.key < s.uid || '}' LIMIT ?5)) < ?5 \
+             ON CONFLICT (kind, key) DO NOTHING",
+        )?
+        .execute(params![DELIVER, e.id, e.time, groups, MAX_PENDING_PER_SUBSCRIPTION])?;
+    }
     Ok(())
 }
+
+fn subscription_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SubscriptionRecord> {
+    Ok(SubscriptionRecord {
+        uid: r.get(0)?,
+        parent_uid: r.get(1)?,
+        sink: r.get(2)?,
+        create_time: r.get(3)?,
+        delivered: r.get(4)?,
+        last_success_time: r.get(5)?,
+        last_failure_time: r.get(6)?,
+        last_failure_status: r.get(7)?,
+        last_failure_error: r.get(8)?,
+    })
+}
+
+fn failed_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FailedDeliveryRecord> {
+    Ok(FailedDeliveryRecord {
+        subscription_uid: r.get(0)?,
+        event_id: r.get(1)?,
+        event_type: r.get(2)?,
+        attempts: r.get(3)?,
+        status: r.get(4)?,
+        error: r.get(5)?,
+        time: r.get(6)?,
+    })
+}
+
+/// A failed delivery's columns, in [`FailedDeliveryRecord`]'s order.
+const FAILED_COLUMNS: &str = "subscription_uid, event_id, event_type, attempts, status, error, time";
 
 fn event_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventRecord> {
     Ok(EventRecord {
@@ -57,6 +109,181 @@ impl EventStore for SqliteStore {
             c.prepare_cached(&sql)?
                 .query_map(params_from_iter(values), event_from_row)?
                 .collect()
+        })
+        .await
+    }
+
+    async fn append_events(&self, events: &[EventRecord]) -> Result<()> {
+        let events = events.to_vec();
+        self.write("append events", move |c| {
+            let tx = c.savepoint()?;
+            for e in &events {
+                insert_event(&tx, e)?;
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn get_logged_event(&self, id: &str) -> Result<Option<EventRecord>> {
+        let id = id.to_owned();
+        self.read("get event", move |c| {
+            c.prepare_cached(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"))?
+                .query_row([id], event_from_row)
+                .optional()
+        })
+        .await
+    }
+
+    async fn create_subscription(&self, s: &SubscriptionRecord, emit: Emit<()>) -> Result<()> {
+        let s = s.clone();
+        self.write("create subscription", move |c| {
+            let tx = c.savepoint()?;
+            if !exists(&tx, "groups", &s.parent_uid)? {
+                return Ok(Err(Error::not_found(GROUP_TYPE, s.parent_uid.clone())));
+            }
+            let held: i64 = tx
+                .prepare_cached("SELECT COUNT(*) FROM subscriptions WHERE parent_uid = ?1")?
+                .query_row([&s.parent_uid], |r| r.get(0))?;
+            if held >= MAX_SUBSCRIPTIONS_PER_GROUP {
+                return Ok(Err(crate::events::too_many_subscriptions(&s.parent_uid)));
+            }
+            tx.execute(
+                "INSERT INTO subscriptions (uid, parent_uid, sink, create_time) VALUES (?1, ?2, ?3, ?4)",
+                params![s.uid, s.parent_uid, s.sink, s.create_time],
+            )?;
+            insert_event(&tx, &emit.record(&()))?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn get_subscription(&self, uid: &Uidp) -> Result<Option<SubscriptionRecord>> {
+        self.get_one(
+            "get subscription",
+            "subscriptions",
+            SUBSCRIPTION_COLUMNS,
+            uid,
+            subscription_from_row,
+        )
+        .await
+    }
+
+    async fn list_subscriptions(&self, q: &ListQuery) -> Result<Page<SubscriptionRecord>> {
+        self.list(
+            "list subscriptions",
+            "subscriptions",
+            SUBSCRIPTION_COLUMNS,
+            q,
+            subscription_from_row,
+        )
+        .await
+    }
+
+    async fn delete_subscription(&self, uid: &Uidp, emit: Emit<()>) -> Result<()> {
+        let u = uid.as_str().to_owned();
+        self.write("delete subscription", move |c| {
+            let tx = c.savepoint()?;
+            if tx.execute("DELETE FROM subscriptions WHERE uid = ?1", [&u])? == 0 {
+                return Ok(Err(Error::not_found(SUBSCRIPTION_TYPE, u.clone())));
+            }
+            tx.execute(
+                "DELETE FROM jobs WHERE kind = ?1 AND key >= ?2 || '|' AND key < ?2 || '}'",
+                params![DELIVER, u],
+            )?;
+            tx.execute("DELETE FROM failed_deliveries WHERE subscription_uid = ?1", [&u])?;
+            insert_event(&tx, &emit.record(&()))?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await?
+    }
+
+    async fn record_attempt(&self, subscription: &str, attempt: Attempt) -> Result<()> {
+        let s = subscription.to_owned();
+        self.write("record delivery", move |c| {
+            match attempt {
+                Attempt::Delivered { time } => {
+                    c.prepare_cached(
+                        "UPDATE subscriptions SET delivered = delivered + 1, \
+                         last_success_time = MAX(last_success_time, ?2) WHERE uid = ?1",
+                    )?
+                    .execute(params![s, time])?;
+                }
+                Attempt::Failed {
+                    time,
+                    status,
+                    error,
+                    gave_up,
+                } => {
+                    c.prepare_cached(
+                        "UPDATE subscriptions SET last_failure_time = ?2, last_failure_status = ?3, \
+                         last_failure_error = ?4 WHERE uid = ?1 AND last_failure_time <= ?2",
+                    )?
+                    .execute(params![s, time, status, error])?;
+                    if let Some(f) = gave_up {
+                        // Only while the subscription exists: a delete
+                        // meanwhile took its deliveries with it.
+                        c.prepare_cached(&format!(
+                            "INSERT OR REPLACE INTO failed_deliveries ({FAILED_COLUMNS}) \
+                             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 FROM subscriptions WHERE uid = ?1)"
+                        ))?
+                        .execute(params![
+                            f.subscription_uid,
+                            f.event_id,
+                            f.event_type,
+                            f.attempts,
+                            f.status,
+                            f.error,
+                            f.time
+                        ])?;
+                    }
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn deliveries(&self, subscription: &str, limit: u32) -> Result<(i64, Vec<FailedDeliveryRecord>)> {
+        let s = subscription.to_owned();
+        self.read("deliveries", move |c| {
+            let pending: i64 = c
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE kind = ?1 AND key >= ?2 || '|' \
+                     AND key < ?2 || '}' LIMIT ?3)",
+                )?
+                .query_row(params![DELIVER, s, MAX_PENDING_PER_SUBSCRIPTION], |r| r.get(0))?;
+            let failed = c
+                .prepare_cached(&format!(
+                    "SELECT {FAILED_COLUMNS} FROM failed_deliveries WHERE subscription_uid = ?1 \
+                     ORDER BY time DESC, event_id LIMIT ?2"
+                ))?
+                .query_map(params![s, limit], failed_from_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok((pending, failed))
+        })
+        .await
+    }
+
+    async fn retry_deliveries(&self, subscription: &str, event_id: Option<&str>, now_ms: i64) -> Result<u64> {
+        let s = subscription.to_owned();
+        let id = event_id.map(str::to_owned);
+        self.write("retry deliveries", move |c| {
+            let tx = c.savepoint()?;
+            let which = "subscription_uid = ?1 AND (?2 IS NULL OR event_id = ?2)";
+            tx.execute(
+                &format!(
+                    "INSERT INTO jobs (kind, key, run_after, create_time) \
+                     SELECT ?3, subscription_uid || '|' || event_id, ?4, ?4 FROM failed_deliveries WHERE {which} \
+                     ON CONFLICT (kind, key) DO NOTHING"
+                ),
+                params![s, id, DELIVER, now_ms],
+            )?;
+            let n = tx.execute(&format!("DELETE FROM failed_deliveries WHERE {which}"), params![s, id])?;
+            tx.commit()?;
+            Ok(n as u64)
         })
         .await
     }

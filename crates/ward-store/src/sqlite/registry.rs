@@ -11,8 +11,8 @@ use super::{SqliteStore, exists, values};
 use crate::GROUP_TYPE;
 use crate::events::Emit;
 use crate::registry::{
-    BLOB_TYPE, MANIFEST_TYPE, MAX_TAG_HISTORY, ManifestLinks, ManifestRecord, REPO_TYPE, RegistryStore, RepoPatch,
-    RepoRecord, TagHistoryRecord, TagRecord, UploadCaps, UploadRecord, repo_exists, tag_flags,
+    BLOB_TYPE, MANIFEST_TYPE, MAX_TAG_HISTORY, ManifestLinks, ManifestRecord, Pushed, REPO_TYPE, RegistryStore,
+    RepoPatch, RepoRecord, TagHistoryRecord, TagRecord, UploadCaps, UploadRecord, repo_exists, tag_flags,
 };
 use crate::sql::{self, Dialect, REPO_COLUMNS, TAG_COLUMNS};
 
@@ -337,6 +337,7 @@ impl RegistryStore for SqliteStore {
         m: &ManifestRecord,
         links: &ManifestLinks,
         tag: Option<&TagRecord>,
+        emit: Emit<Pushed>,
     ) -> Result<Option<TagRecord>> {
         let (m, links, tag) = (m.clone(), links.clone(), tag.cloned());
         self.write("put manifest", move |c| {
@@ -390,12 +391,19 @@ impl RegistryStore for SqliteStore {
                     )?;
                 }
             }
-            let tag = match &tag {
-                Some(t) => Some(upsert_tag(&tx, t, false)?),
-                None => None,
-            };
+            let mut pushed = Pushed::default();
+            if let Some(t) = &tag {
+                pushed.previous_digest = tx
+                    .prepare_cached("SELECT digest FROM tags WHERE parent_uid = ?1 AND name = ?2")?
+                    .query_row([&t.parent_uid, &t.name], |r| r.get::<_, Option<String>>(0))
+                    .optional()?
+                    .flatten()
+                    .unwrap_or_default();
+                pushed.tag = Some(upsert_tag(&tx, t, false)?);
+            }
+            insert_event(&tx, &emit.record(&pushed))?;
             tx.commit()?;
-            Ok(Ok(tag))
+            Ok(Ok(pushed.tag))
         })
         .await?
     }
@@ -443,7 +451,7 @@ impl RegistryStore for SqliteStore {
         .await
     }
 
-    async fn put_tag(&self, t: &TagRecord) -> Result<TagRecord> {
+    async fn put_tag(&self, t: &TagRecord, emit: Emit<TagRecord>) -> Result<TagRecord> {
         let t = t.clone();
         self.write("put tag", move |c| {
             let tx = c.savepoint()?;
@@ -454,6 +462,7 @@ impl RegistryStore for SqliteStore {
                 return Ok(Err(Error::not_found(MANIFEST_TYPE, t.digest.clone())));
             }
             let row = upsert_tag(&tx, &t, true)?;
+            insert_event(&tx, &emit.record(&row))?;
             tx.commit()?;
             Ok(Ok(row))
         })
@@ -476,10 +485,16 @@ impl RegistryStore for SqliteStore {
         .await
     }
 
-    async fn delete_tag(&self, uid: &Uidp) -> Result<bool> {
+    async fn delete_tag(&self, uid: &Uidp, emit: Emit<()>) -> Result<bool> {
         let u = uid.as_str().to_owned();
         self.write("delete tag", move |c| {
-            Ok(c.execute("DELETE FROM tags WHERE uid = ?1", [u])? > 0)
+            let tx = c.savepoint()?;
+            let gone = tx.execute("DELETE FROM tags WHERE uid = ?1", [u])? > 0;
+            if gone {
+                insert_event(&tx, &emit.record(&()))?;
+            }
+            tx.commit()?;
+            Ok(gone)
         })
         .await
     }

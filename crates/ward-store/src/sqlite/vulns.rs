@@ -12,7 +12,7 @@ use super::advisories::advisory_from_row;
 use crate::advisories::AdvisoryRecord;
 use crate::sql::ADVISORY_COLUMNS;
 use crate::vulns::{
-    FeedCandidate, FindingRecord, InventoryRecord, JobEnd, JobRecord, ManifestKey, NAME_CHUNK, ReportRecord,
+    FeedCandidate, FindingRecord, InventoryRecord, JobEnd, JobRecord, Lane, ManifestKey, NAME_CHUNK, ReportRecord,
     ReportStamp, ReportWrite, VulnStore, within_sql,
 };
 
@@ -167,14 +167,16 @@ impl VulnStore for SqliteStore {
         .await
     }
 
-    async fn claim_jobs(&self, now_ms: i64, lease_ms: i64, limit: u32) -> Result<Vec<JobRecord>> {
+    async fn claim_jobs(&self, lane: Lane, now_ms: i64, lease_ms: i64, limit: u32) -> Result<Vec<JobRecord>> {
+        let deliveries = lane.is_deliveries();
         // A read first: an idle queue costs no write.
         let due = self
             .read("due jobs", move |c| {
                 c.prepare_cached(
-                    "SELECT 1 FROM jobs WHERE run_after <= ?1 AND (lease_until IS NULL OR lease_until < ?1) LIMIT 1",
+                    "SELECT 1 FROM jobs WHERE run_after <= ?1 AND (lease_until IS NULL OR lease_until < ?1) \
+                     AND (kind = 'deliver') = ?2 LIMIT 1",
                 )?
-                .query_row([now_ms], |_| Ok(()))
+                .query_row(params![now_ms, deliveries], |_| Ok(()))
                 .optional()
             })
             .await?;
@@ -185,9 +187,10 @@ impl VulnStore for SqliteStore {
             c.prepare_cached(
                 "UPDATE jobs SET lease_until = ?1 + ?2, attempts = attempts + 1 WHERE id IN \
                  (SELECT id FROM jobs WHERE run_after <= ?1 AND (lease_until IS NULL OR lease_until < ?1) \
-                 ORDER BY run_after, id LIMIT ?3) RETURNING id, kind, key, attempts, lease_until",
+                 AND (kind = 'deliver') = ?4 ORDER BY run_after, id LIMIT ?3) \
+                 RETURNING id, kind, key, attempts, lease_until",
             )?
-            .query_map(params![now_ms, lease_ms, limit], |r| {
+            .query_map(params![now_ms, lease_ms, limit, deliveries], |r| {
                 Ok(JobRecord {
                     id: r.get(0)?,
                     kind: r.get(1)?,

@@ -6,6 +6,7 @@ pub mod browser;
 pub mod clients;
 pub mod idp;
 pub mod people;
+pub mod receiver;
 
 use std::sync::Arc;
 

@@ -2,6 +2,7 @@
 
 use super::transcode::Rpc;
 
+mod events;
 mod iam;
 mod people;
 mod registry;
@@ -11,5 +12,6 @@ pub fn rpcs() -> Vec<Rpc> {
     let mut all = iam::rpcs();
     all.extend(people::rpcs());
     all.extend(registry::rpcs());
+    all.extend(events::rpcs());
     all
 }

@@ -12,6 +12,7 @@ use ward_store::advisories::{ADVISORY_TYPE, AdvisoryRecord, EVENT_TYPE, EventRec
 
 use super::{MAX_EVENTS, check_event, check_fields, event_to_proto, fields_of, new_event, payload_json};
 use crate::authz::Caller;
+use crate::services::events;
 use crate::ward::Ward;
 
 /// What an UpdateAdvisoryEvent asks for.
@@ -117,7 +118,15 @@ impl Ward {
         loop {
             let id = if generated { fresh_cga() } else { a.advisory_id.clone() };
             let (record, events) = self.new_advisory(caller, &parent, &a, &a.artifact_name, id, false)?;
-            match self.store.create_advisory(&record, &events).await {
+            let reply = super::v1::advisory_out(super::to_proto(record.clone(), events.clone()));
+            let emit = self.created(
+                caller,
+                events::types::ADVISORY_CREATED,
+                &record.uid,
+                &record.parent_uid,
+                &reply,
+            );
+            match self.store.create_advisory(&record, &events, emit).await {
                 Err(Error::AlreadyExists { .. }) if generated && attempts < 3 => attempts += 1,
                 Err(e) => return Err(e),
                 Ok(()) => {
@@ -170,7 +179,18 @@ impl Ward {
         if a.severities.is_empty() {
             f.severities = cur.severities.clone();
         }
-        self.store.update_advisory(&uid, &f, self.clock.now_millis()).await?;
+        // The body shows the advisory's own fields: its events are events
+        // of their own.
+        let emit = self.updated(
+            caller,
+            events::types::ADVISORY_UPDATED,
+            uid.as_str(),
+            &cur.parent_uid,
+            |r: AdvisoryRecord| super::v1::advisory_out(super::to_proto(r, Vec::new())),
+        );
+        self.store
+            .update_advisory(&uid, &f, self.clock.now_millis(), emit)
+            .await?;
         self.on_advisories_changed(
             &cur.parent_uid,
             vec![
@@ -187,7 +207,13 @@ impl Ward {
     pub async fn delete_advisory(&self, caller: &Caller, uid: &str) -> Result<()> {
         let uid = Uidp::parse("id", uid)?;
         self.authorize(caller, &rpc::DELETE_ADVISORY, &uid)?;
-        self.store.delete_advisory(&uid, self.clock.now_millis()).await?;
+        let emit = self.deleted(
+            caller,
+            events::types::ADVISORY_DELETED,
+            uid.as_str(),
+            &Ward::event_group(uid.as_str()),
+        );
+        self.store.delete_advisory(&uid, self.clock.now_millis(), emit).await?;
         self.advisory_names_changed(&uid).await;
         Ok(())
     }
@@ -221,9 +247,17 @@ impl Ward {
             &caller.subject,
             now,
         )?;
-        self.store.add_event(&record).await?;
+        let reply = event_to_proto(record.clone());
+        let emit = self.created(
+            caller,
+            events::types::ADVISORY_EVENT_CREATED,
+            &record.uid,
+            &Ward::event_group(parent.as_str()),
+            &super::v1::event_out(reply.clone()),
+        );
+        self.store.add_event(&record, emit).await?;
         self.advisory_names_changed(&parent).await;
-        Ok(event_to_proto(record))
+        Ok(reply)
     }
 
     pub async fn list_advisory_events(&self, caller: &Caller, parent: &str) -> Result<Vec<AdvisoryEvent>> {
@@ -334,7 +368,20 @@ impl Ward {
                 }
             }
         }
-        let row = self.store.update_event(&next, cur.review_state).await?;
+        let kind = match asked {
+            ReviewState::Approved | ReviewState::Rejected | ReviewState::RequestChanges => {
+                events::types::ADVISORY_EVENT_REVIEWED
+            }
+            _ => events::types::ADVISORY_EVENT_UPDATED,
+        };
+        let emit = self.updated(
+            caller,
+            kind,
+            uid.as_str(),
+            &Ward::event_group(&Ward::event_group(uid.as_str())),
+            |e: ward_store::advisories::EventRecord| super::v1::event_out(event_to_proto(e)),
+        );
+        let row = self.store.update_event(&next, cur.review_state, emit).await?;
         if let Some(parent) = uid.parent() {
             self.advisory_names_changed(&parent).await;
         }

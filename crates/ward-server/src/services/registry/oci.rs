@@ -693,6 +693,9 @@ impl Ward {
     /// Stores a manifest and tags it: with the reference's tag, or, pushed
     /// by digest, with each `tag` parameter (distribution-spec 1.1; at most
     /// [`MAX_TAG_PARAMS`]). Returns its digest and subject.
+    /// Each push records its event (`repository` as the request named it,
+    /// `client` who sent it) with the manifest, one per tag.
+    #[allow(clippy::too_many_arguments)]
     pub async fn oci_put_manifest(
         &self,
         caller: &Caller,
@@ -701,6 +704,8 @@ impl Ward {
         tag_params: &[String],
         content_type: Option<&str>,
         body: Bytes,
+        repository: &str,
+        client: &crate::services::events::registry::Client,
     ) -> OciResult<(String, Option<String>)> {
         let reference = parse_reference(reference)?;
         let tags: Vec<String> = match &reference {
@@ -798,7 +803,11 @@ impl Ward {
         let mut stored = Ok(None);
         for tag in tags.iter().map(Some).chain(tags.is_empty().then_some(None)) {
             let tag = tag.map(tag_record);
-            stored = self.store.put_manifest(&record, &parsed.links, tag.as_ref()).await;
+            let emit = self.push_event(caller, &record.repo_uid, repository, &record.digest, client);
+            stored = self
+                .store
+                .put_manifest(&record, &parsed.links, tag.as_ref(), emit)
+                .await;
             if stored.is_err() {
                 break;
             }
@@ -861,7 +870,13 @@ impl Ward {
                     .await?
                     .ok_or_else(|| OciError::manifest_unknown(&tag))?;
                 let uid = Uidp::parse("tag", &found.uid).map_err(OciError::from)?;
-                self.store.delete_tag(&uid).await?;
+                let emit = self.deleted(
+                    caller,
+                    crate::services::events::types::TAG_DELETED,
+                    uid.as_str(),
+                    &Ward::event_group(&repo.uid),
+                );
+                self.store.delete_tag(&uid, emit).await?;
                 self.on_sboms_changed(&repo.uid, None, &[tag.to_string()]).await;
             }
         }

@@ -14,6 +14,7 @@ use ward_proto::registry::v2::{
 use ward_store::registry::{MANIFEST_TYPE, MAX_TAG_HISTORY, REPO_TYPE, TAG_TYPE, TagHistoryRecord, TagRecord};
 
 use crate::authz::Caller;
+use crate::services::events;
 use crate::services::list::ListParams;
 use crate::ward::Ward;
 
@@ -81,9 +82,8 @@ impl Ward {
             return Err(Error::not_found(REPO_TYPE, repo.as_str()));
         }
         // Re-pointing an existing tag is an update.
-        if self.store.find_tag(repo.as_str(), &tag.name).await?.is_some()
-            && !self.caps_at(caller, &repo).contains(Capability::TagUpdate)
-        {
+        let exists = self.store.find_tag(repo.as_str(), &tag.name).await?.is_some();
+        if exists && !self.caps_at(caller, &repo).contains(Capability::TagUpdate) {
             return Err(Error::PermissionDenied(format!("tag.update is required on {repo}")));
         }
         let now = self.clock.now_millis();
@@ -97,13 +97,26 @@ impl Ward {
             deprecated: tag.deprecated,
             bundles: super::to_json_list(&tag.bundles),
         };
-        self.put_tag(&record).await
+        let kind = if exists {
+            events::types::TAG_UPDATED
+        } else {
+            events::types::TAG_CREATED
+        };
+        self.put_tag(caller, &record, kind).await
     }
 
     /// Writes a tag through the store's one tag write (the one an OCI push
-    /// uses), which also records a move in the tag's history.
-    async fn put_tag(&self, record: &TagRecord) -> Result<Tag> {
-        match self.store.put_tag(record).await {
+    /// uses), which also records a move in the tag's history, with its
+    /// event (`kind`: created or updated).
+    async fn put_tag(&self, caller: &Caller, record: &TagRecord, kind: &str) -> Result<Tag> {
+        let emit = self.updated(
+            caller,
+            kind,
+            &record.uid,
+            &Ward::event_group(&record.parent_uid),
+            to_proto,
+        );
+        match self.store.put_tag(record, emit).await {
             Ok(t) => {
                 self.on_sboms_changed(&t.parent_uid, None, std::slice::from_ref(&t.name))
                     .await;
@@ -158,7 +171,7 @@ impl Ward {
             bundles: super::to_json_list(&tag.bundles),
             ..current
         };
-        self.put_tag(&record).await
+        self.put_tag(caller, &record, events::types::TAG_UPDATED).await
     }
 
     /// The digests a tag has pointed at, oldest first, at most
@@ -257,7 +270,9 @@ impl Ward {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.authorize(caller, &rpc::DELETE_TAG, &uid)?;
         let tag = self.store.get_tag(&uid).await?;
-        if !self.store.delete_tag(&uid).await? {
+        let group = Ward::event_group(&Ward::event_group(uid.as_str()));
+        let emit = self.deleted(caller, events::types::TAG_DELETED, uid.as_str(), &group);
+        if !self.store.delete_tag(&uid, emit).await? {
             return Err(Error::not_found(TAG_TYPE, uid.as_str()));
         }
         if let Some(t) = tag {

@@ -10,6 +10,7 @@ use ward_proto::common::UidpFilter;
 use ward_proto::iam::v2 as iam2;
 use ward_proto::registry::v2 as registry2;
 
+pub mod events;
 pub mod feed;
 pub mod iam;
 pub mod people;
@@ -98,6 +99,7 @@ v2_pages! {
     iam2::ListExternalGroupRoleMappingsResponse => external_group_role_mappings: iam2::ExternalGroupRoleMapping;
     registry2::ListReposResponse => repos: registry2::Repo;
     registry2::ListTagsResponse => tags: registry2::Tag;
+    ward_proto::events::v2::ListSubscriptionsResponse => subscriptions: ward_proto::events::v2::Subscription;
 }
 
 /// Gathers every page of a v2 listing. `page(token)` is the v2 List call

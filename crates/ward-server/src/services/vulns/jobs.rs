@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ward_core::Result;
-use ward_store::vulns::{JobEnd, JobRecord};
+use ward_store::vulns::{JobEnd, JobRecord, Lane};
 
 use super::{BACKFILL, INVENTORY, REEVAL, REPORT, split_key};
 use crate::ward::Ward;
@@ -36,7 +36,7 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
         }
         loop {
             let now = ward.clock.now_millis();
-            let jobs = match ward.store.claim_jobs(now, LEASE_MS, CLAIM).await {
+            let jobs = match ward.store.claim_jobs(Lane::Work, now, LEASE_MS, CLAIM).await {
                 Ok(j) => j,
                 Err(e) => {
                     tracing::warn!(error = %e.message(), "claiming background jobs failed");

@@ -9,6 +9,11 @@ use ward_store::events::{CUSTOMER, Emit, EventRecord};
 use crate::authz::Caller;
 use crate::ward::Ward;
 
+pub mod delivery;
+pub mod log;
+pub mod registry;
+pub mod subscriptions;
+
 /// CloudEvent types, as the contract's `chainguard.annotations.events` name
 /// them.
 pub mod types {
@@ -24,6 +29,21 @@ pub mod types {
     pub const REPO_CREATED: &str = "dev.chainguard.api.platform.registry.repo.created.v1";
     pub const REPO_UPDATED: &str = "dev.chainguard.api.platform.registry.repo.updated.v1";
     pub const REPO_DELETED: &str = "dev.chainguard.api.platform.registry.repo.deleted.v1";
+    pub const ROLEBINDING_CREATED: &str = "dev.chainguard.api.iam.rolebindings.created.v1";
+    pub const ROLEBINDINGS_CREATED: &str = "dev.chainguard.api.iam.rolebindings.created.batch.v1";
+    pub const ROLEBINDING_UPDATED: &str = "dev.chainguard.api.iam.rolebindings.updated.v1";
+    pub const ROLEBINDING_DELETED: &str = "dev.chainguard.api.iam.rolebindings.deleted.v1";
+    pub const TAG_CREATED: &str = "dev.chainguard.api.platform.registry.tag.created.v1";
+    pub const TAG_UPDATED: &str = "dev.chainguard.api.platform.registry.tag.updated.v1";
+    pub const TAG_DELETED: &str = "dev.chainguard.api.platform.registry.tag.deleted.v1";
+    pub const ADVISORY_CREATED: &str = "dev.chainguard.api.vulnerabilities.advisory.created.v1";
+    pub const ADVISORY_UPDATED: &str = "dev.chainguard.api.vulnerabilities.advisory.updated.v1";
+    pub const ADVISORY_DELETED: &str = "dev.chainguard.api.vulnerabilities.advisory.deleted.v1";
+    pub const ADVISORY_EVENT_CREATED: &str = "dev.chainguard.api.vulnerabilities.advisory_event.created.v1";
+    pub const ADVISORY_EVENT_UPDATED: &str = "dev.chainguard.api.vulnerabilities.advisory_event.updated.v1";
+    pub const ADVISORY_EVENT_REVIEWED: &str = "dev.chainguard.api.vulnerabilities.advisory_event.reviewed.v1";
+    pub const SUBSCRIPTION_CREATED: &str = "dev.chainguard.api.events.subscription.created.v1";
+    pub const SUBSCRIPTION_DELETED: &str = "dev.chainguard.api.events.subscription.deleted.v1";
 }
 
 /// Days the event log keeps an event unless configured otherwise.
@@ -72,8 +92,22 @@ impl Ward {
         group: &str,
         reply: impl FnOnce(R) -> M + Send + 'static,
     ) -> Emit<R> {
+        self.rendered(caller, event_type, subject, group, move |r: &R| reply(r.clone()))
+    }
+
+    /// The event of `caller`'s write of `subject` whose body is the reply
+    /// `render` makes from what the store wrote, in the write's transaction
+    /// (a create whose reply shows joined data, like a role binding's).
+    pub(crate) fn rendered<R, M: Serialize>(
+        &self,
+        caller: &Caller,
+        event_type: &str,
+        subject: &str,
+        group: &str,
+        render: impl FnOnce(&R) -> M + Send + 'static,
+    ) -> Emit<R> {
         let head = self.event(caller, event_type, subject, group, String::new());
-        Emit::new(head, move |r: &R| body(&reply(r.clone())))
+        Emit::new(head, move |r: &R| body(&render(r)))
     }
 
     /// The event of `caller`'s delete of `subject` (its body: Empty).

@@ -1,0 +1,341 @@
+//! Delivery of events to subscriptions, as the Chainguard platform does it so
+//! that existing receivers work unchanged: an HTTP POST in CloudEvents binary
+//! mode (`Ce-*` headers), the body `{"actor": …, "body": …}`, and a bearer
+//! JWT signed by Ward's issuer with audience `customer`, subject
+//! `webhook:<subscription's group>` and the body's digest
+//! (`webhook.digest`), so a receiver verifies origin and integrity with
+//! Ward's JWKS alone.
+//!
+//! Each event's delivery to each subscription is a job of the one job queue
+//! (kind `deliver`), queued in the event's own transaction: a change that
+//! commits is delivered even if the server dies right after. Deliveries run
+//! in a lane of their own (a slow sink never holds up other background
+//! work), at most [`IN_FLIGHT`] at once per server; each attempt is bounded
+//! in time and in what it reads. Failures on 5xx, 408, 429 (honouring
+//! `Retry-After`), timeouts and connection errors are retried with
+//! exponential backoff and jitter for [`GIVE_UP_AFTER_MS`] from the event;
+//! then, or at once on any other answer, the delivery is kept as failed
+//! (retryable on demand). The lease makes exactly one replica deliver an
+//! event at a time; a replica killed mid-delivery leaves it to another when
+//! the lease expires.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng as _;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use ward_core::uidp::Uidp;
+use ward_store::events::{Attempt, EventRecord, FailedDeliveryRecord, SubscriptionRecord};
+use ward_store::vulns::{JobEnd, JobRecord, Lane};
+
+use super::log::act_map;
+use crate::ward::Ward;
+
+/// How long a claim holds a delivery: well beyond one attempt.
+pub const LEASE_MS: i64 = 30_000;
+/// One attempt's bound: connect, send, and read the answer.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most bytes of a sink's answer read (for the error it reports).
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+/// How long after its event a delivery is retried before it fails for good.
+pub const GIVE_UP_AFTER_MS: i64 = 24 * 60 * 60 * 1000;
+/// The longest wait between attempts (and the most a `Retry-After` asks).
+pub const MAX_BACKOFF_MS: i64 = 60 * 60 * 1000;
+/// Deliveries in flight at once on one server.
+pub const IN_FLIGHT: usize = 16;
+/// How often an idle deliverer looks for due deliveries.
+const POLL: Duration = Duration::from_millis(200);
+/// Lifetime of a delivery's token: a receiver may check it a while later.
+const TOKEN_LIFETIME_SECS: i64 = 5 * 60;
+/// The audience of delivery tokens, as receivers verify it.
+pub const AUDIENCE: &str = "customer";
+
+/// Starts the deliverer; the handle stops it (deliveries in flight finish
+/// within [`ATTEMPT_TIMEOUT`] or are dropped with the runtime; their leases
+/// expire and another attempt follows).
+pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let permits = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+        loop {
+            // Wait for a free slot, then claim as many as are free.
+            let Ok(first) = permits.clone().acquire_owned().await else {
+                return;
+            };
+            let free = permits.available_permits() + 1;
+            let now = ward.clock.now_millis();
+            let jobs = match ward
+                .store
+                .claim_jobs(Lane::Deliveries, now, LEASE_MS, free as u32)
+                .await
+            {
+                Ok(j) => j,
+                Err(e) => {
+                    tracing::warn!(error = %e.message(), "claiming event deliveries failed");
+                    Vec::new()
+                }
+            };
+            if jobs.is_empty() {
+                drop(first);
+                tokio::time::sleep(POLL).await;
+                continue;
+            }
+            let mut first = Some(first);
+            for job in jobs {
+                let permit = match first.take() {
+                    Some(p) => p,
+                    None => match permits.clone().acquire_owned().await {
+                        Ok(p) => p,
+                        Err(_) => return,
+                    },
+                };
+                let ward = ward.clone();
+                tokio::spawn(async move {
+                    let end = deliver(&ward, &job).await;
+                    if let Err(e) = ward.store.finish_job(&job, end, ward.clock.now_millis()).await {
+                        tracing::warn!(error = %e.message(), "finishing an event delivery failed");
+                    }
+                    drop(permit);
+                });
+            }
+        }
+    })
+}
+
+/// Why an attempt failed.
+struct Failure {
+    /// The sink's HTTP status; 0 when it did not answer.
+    status: i64,
+    error: String,
+    retryable: bool,
+    /// What the sink's `Retry-After` asked (milliseconds from now).
+    retry_after: Option<i64>,
+}
+
+impl Failure {
+    fn unanswered(error: impl Into<String>) -> Self {
+        Failure {
+            status: 0,
+            error: error.into(),
+            retryable: true,
+            retry_after: None,
+        }
+    }
+}
+
+/// One attempt of one job: deliver, record what happened, say how the job
+/// ends.
+async fn deliver(ward: &Ward, job: &JobRecord) -> JobEnd {
+    let now = ward.clock.now_millis();
+    let retry_soon = |error: String| JobEnd::Retry { at: now + 5_000, error };
+    let Some((sub_uid, event_id)) = job.key.split_once('|') else {
+        return JobEnd::Done;
+    };
+    let Ok(uid) = Uidp::parse("subscription", sub_uid) else {
+        return JobEnd::Done;
+    };
+    let sub = match ward.store.get_subscription(&uid).await {
+        Ok(Some(s)) => s,
+        // Deleted meanwhile: nothing to deliver to.
+        Ok(None) => return JobEnd::Done,
+        Err(e) => return retry_soon(e.message()),
+    };
+    let event = match ward.store.get_logged_event(event_id).await {
+        Ok(Some(e)) => e,
+        // Pruned past the retention.
+        Ok(None) => return JobEnd::Done,
+        Err(e) => return retry_soon(e.message()),
+    };
+    let outcome = post(ward, &sub, &event).await;
+    let now = ward.clock.now_millis();
+    let (attempt, end) = match outcome {
+        Ok(()) => (Attempt::Delivered { time: now }, JobEnd::Done),
+        Err(f) => {
+            let delay = f.retry_after.unwrap_or_else(|| backoff_ms(job.attempts));
+            let give_up = !f.retryable || now + delay > event.time + GIVE_UP_AFTER_MS;
+            tracing::debug!(subscription = %sub.uid, event = %event.id, status = f.status, error = %f.error, give_up, "event delivery failed");
+            let gave_up = give_up.then(|| FailedDeliveryRecord {
+                subscription_uid: sub.uid.clone(),
+                event_id: event.id.clone(),
+                event_type: event.event_type.clone(),
+                attempts: job.attempts,
+                status: f.status,
+                error: f.error.clone(),
+                time: now,
+            });
+            let end = if give_up {
+                JobEnd::Done
+            } else {
+                JobEnd::Retry {
+                    at: now + delay,
+                    error: f.error.clone(),
+                }
+            };
+            (
+                Attempt::Failed {
+                    time: now,
+                    status: f.status,
+                    error: f.error,
+                    gave_up,
+                },
+                end,
+            )
+        }
+    };
+    if let Err(e) = ward.store.record_attempt(&sub.uid, attempt).await {
+        tracing::warn!(error = %e.message(), "recording an event delivery failed");
+    }
+    end
+}
+
+/// The wait before attempt `attempts + 1`: 1 s doubling to an hour, with
+/// jitter (between half and all of it), so a sink coming back is not hit
+/// by every delivery at once.
+fn backoff_ms(attempts: i64) -> i64 {
+    let full = (1000_i64 << attempts.clamp(1, 13).saturating_sub(1)).min(MAX_BACKOFF_MS);
+    rand::thread_rng().gen_range(full / 2..=full)
+}
+
+/// The delivery's body: who did it, and the RPC's response.
+pub(crate) fn envelope(e: &EventRecord) -> String {
+    let actor = json!({"subject": e.actor, "act": act_map(&e.act)});
+    // The stored body is the response's proto3 JSON already.
+    format!("{{\"actor\":{actor},\"body\":{}}}", e.body)
+}
+
+/// `Retry-After`: seconds, or an HTTP date; as milliseconds from `now_ms`,
+/// at most [`MAX_BACKOFF_MS`].
+fn retry_after_ms(value: &str, now_ms: i64) -> Option<i64> {
+    let v = value.trim();
+    let ms = match v.parse::<i64>() {
+        Ok(secs) => secs.checked_mul(1000)?,
+        Err(_) => chrono::DateTime::parse_from_rfc2822(v).ok()?.timestamp_millis() - now_ms,
+    };
+    Some(ms.clamp(0, MAX_BACKOFF_MS))
+}
+
+/// One attempt: the signed POST, and the sink's answer.
+async fn post(ward: &Ward, sub: &SubscriptionRecord, e: &EventRecord) -> Result<(), Failure> {
+    let body = envelope(e);
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(body.as_bytes())));
+    let now = ward.clock.now_secs();
+    let claims = json!({
+        "iss": ward.tokens.issuer(),
+        "sub": format!("webhook:{}", sub.parent_uid),
+        "aud": AUDIENCE,
+        "iat": now,
+        "nbf": now,
+        "exp": now + TOKEN_LIFETIME_SECS,
+        "webhook": {"digest": digest},
+    });
+    let token = ward
+        .tokens
+        .sign(&claims)
+        .map_err(|err| Failure::unanswered(err.message()))?;
+    let pinned = ward_auth::upstream::pinned(&sub.sink, ward.sink_policy, ATTEMPT_TIMEOUT)
+        .await
+        .map_err(Failure::unanswered)?;
+    let time = chrono::DateTime::from_timestamp_millis(e.time)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let request = pinned
+        .client
+        .post(pinned.url)
+        .header("ce-id", &e.id)
+        .header("ce-specversion", "1.0")
+        .header("ce-source", &ward.api_url)
+        .header("ce-type", &e.event_type)
+        .header("ce-subject", &e.subject)
+        .header("ce-time", time)
+        .header("ce-group", &e.group_uid)
+        .header("ce-audience", &e.audience)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(http::header::USER_AGENT, concat!("Ward/", env!("CARGO_PKG_VERSION")))
+        .body(body);
+    let mut resp = request.send().await.map_err(|err| {
+        let why = if err.is_timeout() {
+            format!("the sink did not answer within {} s", ATTEMPT_TIMEOUT.as_secs())
+        } else if err.is_connect() {
+            "could not connect to the sink".to_owned()
+        } else {
+            format!("sending to the sink failed: {err}")
+        };
+        Failure::unanswered(why)
+    })?;
+    ward_auth::upstream::check_peer(&resp, pinned.addr, &sub.sink).map_err(Failure::unanswered)?;
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(());
+    }
+    let retry_after = resp
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| retry_after_ms(v, ward.clock.now_millis()));
+    // What the sink said, for the status a user reads: bounded.
+    let mut said = Vec::new();
+    while said.len() < MAX_RESPONSE_BYTES {
+        match resp.chunk().await {
+            Ok(Some(c)) => said.extend_from_slice(&c[..c.len().min(MAX_RESPONSE_BYTES - said.len())]),
+            _ => break,
+        }
+    }
+    let text: String = String::from_utf8_lossy(&said).chars().take(200).collect();
+    let code = status.as_u16();
+    Err(Failure {
+        status: i64::from(code),
+        error: format!("the sink answered {status}: {}", text.trim()),
+        retryable: status.is_server_error() || code == 429 || code == 408,
+        retry_after,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_an_hour() {
+        for _ in 0..100 {
+            let first = backoff_ms(1);
+            assert!((500..=1000).contains(&first), "{first}");
+            let third = backoff_ms(3);
+            assert!((2000..=4000).contains(&third), "{third}");
+            let late = backoff_ms(40);
+            assert!((MAX_BACKOFF_MS / 2..=MAX_BACKOFF_MS).contains(&late), "{late}");
+        }
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date_and_bounded() {
+        assert_eq!(retry_after_ms("3", 0), Some(3000));
+        assert_eq!(retry_after_ms("999999999", 0), Some(MAX_BACKOFF_MS));
+        assert_eq!(retry_after_ms("-5", 0), Some(0));
+        let now = chrono::DateTime::parse_from_rfc2822("Wed, 21 Oct 2015 07:28:00 GMT")
+            .unwrap()
+            .timestamp_millis();
+        assert_eq!(retry_after_ms("Wed, 21 Oct 2015 07:28:10 GMT", now), Some(10_000));
+        assert_eq!(retry_after_ms("soon", 0), None);
+    }
+
+    #[test]
+    fn the_envelope_carries_the_actor_and_the_body_as_json() {
+        let e = EventRecord {
+            seq: 1,
+            id: "i".into(),
+            event_type: "t".into(),
+            subject: "s".into(),
+            group_uid: "g".into(),
+            actor: "a".into(),
+            act: r#"{"iss":"https://x","sub":"y","aud":"z"}"#.into(),
+            body: r#"{"uid":"u","name":"n"}"#.into(),
+            audience: "customer".into(),
+            time: 0,
+        };
+        let v: serde_json::Value = serde_json::from_str(&envelope(&e)).unwrap();
+        assert_eq!(v["actor"]["subject"], "a");
+        assert_eq!(v["actor"]["act"]["iss"], "https://x");
+        assert_eq!(v["body"]["name"], "n");
+    }
+}

@@ -1,0 +1,79 @@
+//! The CloudEvents receiver fixture (`tests/fixtures/ce_receiver.py`, the
+//! Python `cloudevents` package), run as a subprocess: event delivery tests
+//! read what it received.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
+
+/// The receiver fixture, running: its URL, and the deliveries it printed.
+pub struct Receiver {
+    _child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+    pub url: String,
+}
+
+impl Receiver {
+    /// Starts the receiver answering `script` (statuses, then 200); None
+    /// when the venv lacks `cloudevents` (a failure when CI requires it).
+    pub async fn start(script: &str) -> Option<Receiver> {
+        let venv = std::env::var_os("WARD_TEST_VENV")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/ward-venv")));
+        let python = venv.join("bin/python");
+        let has = std::process::Command::new(&python)
+            .args(["-c", "import cloudevents.core.bindings.http"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !has {
+            assert!(
+                std::env::var("WARD_TEST_REQUIRE_CLIENTS").as_deref() != Ok("1"),
+                "WARD_TEST_REQUIRE_CLIENTS=1 but {} has no cloudevents (pip install 'cloudevents==2.2.0')",
+                python.display()
+            );
+            eprintln!("note: no cloudevents in the test venv; delivery tests skipped");
+            return None;
+        }
+        let script_path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ce_receiver.py");
+        let mut child = tokio::process::Command::new(python)
+            .args([script_path, script])
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the receiver");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let first = lines.next_line().await.expect("read").expect("the receiver's port");
+        let port = serde_json::from_str::<Value>(&first).expect("json")["port"]
+            .as_u64()
+            .expect("port");
+        Some(Receiver {
+            _child: child,
+            lines,
+            url: format!("http://127.0.0.1:{port}/hook"),
+        })
+    }
+
+    /// The next delivery (waiting up to a minute: retries back off).
+    pub async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+            .await
+            .expect("a delivery within a minute")
+            .expect("read")
+            .expect("the receiver is running");
+        serde_json::from_str(&line).expect("the receiver prints JSON")
+    }
+
+    /// Deliveries until one of each type in `types` arrived (deliveries
+    /// run concurrently, so in any order); returns every one read.
+    pub async fn until(&mut self, types: &[&str]) -> Vec<Value> {
+        let mut seen: Vec<Value> = Vec::new();
+        while !types.iter().all(|t| seen.iter().any(|d| d["headers"]["ce-type"] == *t)) {
+            seen.push(self.next().await);
+        }
+        seen
+    }
+}

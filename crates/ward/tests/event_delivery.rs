@@ -1,0 +1,452 @@
+//! Event subscriptions and delivery through the real server, as a receiver
+//! sees them: a loopback receiver (the Python `cloudevents` package parses
+//! every delivery) gets each write's event in CloudEvents binary mode, with a
+//! bearer JWT that verifies against the server's JWKS (audience `customer`,
+//! subject `webhook:<group>`, the body's digest); a sink answering 500 is
+//! retried with the same `Ce-Id`; one refusing is kept as failed and retried
+//! on demand; the audit trail reads the same log. Every test runs once per
+//! storage backend.
+
+mod common;
+
+use std::time::Duration;
+
+use common::receiver::Receiver;
+use common::{TestServer, person};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// A server that may deliver to loopback over plain http (`--dev`).
+async fn dev_servers() -> Vec<TestServer> {
+    let mut v = Vec::new();
+    for db in ward_store::testing::backends().await {
+        v.push(TestServer::start_with(db, |c| c.dev = true).await);
+    }
+    v
+}
+
+/// Verifies a delivery as a receiver does with the server's JWKS alone:
+/// signature, issuer, audience `customer`, subject `webhook:<group>`, and
+/// the body's digest.
+async fn verify_token(s: &TestServer, delivery: &Value, group: &str) {
+    let b = s.backend;
+    let auth = delivery["headers"]["authorization"]
+        .as_str()
+        .expect("an Authorization header");
+    let token = auth.strip_prefix("Bearer ").expect("a bearer token");
+    let header = jsonwebtoken::decode_header(token).expect("a JWT");
+    let jwks: Value = s
+        .http
+        .get(format!("{}/.well-known/jwks.json", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let jwk = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kid"].as_str() == header.kid.as_deref())
+        .unwrap_or_else(|| panic!("[{b}] the token's kid is in the JWKS"));
+    let key = DecodingKey::from_ed_components(jwk["x"].as_str().unwrap()).unwrap();
+    let mut v = Validation::new(Algorithm::EdDSA);
+    v.set_audience(&["customer"]);
+    v.set_issuer(&[&s.base]);
+    let claims = jsonwebtoken::decode::<Value>(token, &key, &v)
+        .unwrap_or_else(|e| panic!("[{b}] the delivery token verifies: {e}"))
+        .claims;
+    assert_eq!(claims["sub"], format!("webhook:{group}"), "[{b}] {claims}");
+    let body = delivery["body"].as_str().unwrap();
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(body.as_bytes())));
+    assert_eq!(claims["webhook"]["digest"], digest, "[{b}] {claims}");
+}
+
+/// A subscription's delivery status once `done` holds of it (or after 10 s).
+async fn status_when(s: &TestServer, sub: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        status = s.get(&format!("/events/v1/deliveries/{sub}")).await.1;
+        if done(&status) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    status
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn writes_are_delivered_signed_and_retried_with_the_same_id() {
+    for s in dev_servers().await {
+        let b = s.backend;
+        let Some(mut rx) = Receiver::start("500,500").await else {
+            return;
+        };
+        let org = common::uid(&s.create_group(None, "deliveries").await);
+        let other = common::uid(&s.create_group(None, "elsewhere").await);
+        let (st, sub) = s
+            .post(&format!("/events/v2/subscriptions/{org}"), json!({"sink": rx.url}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {sub}");
+        let sub_uid = sub["uid"].as_str().unwrap().to_owned();
+        assert!(sub_uid.starts_with(&format!("{org}/")), "[{b}] {sub}");
+        assert_eq!(sub["sink"], rx.url, "[{b}]");
+
+        // The subscription's own creation is its first event: answered 500,
+        // 500, then 200, with one Ce-Id throughout.
+        let first: Vec<Value> = vec![rx.next().await, rx.next().await, rx.next().await];
+        let ids: Vec<&Value> = first.iter().map(|d| &d["headers"]["ce-id"]).collect();
+        assert!(
+            ids.iter().all(|i| *i == ids[0]),
+            "[{b}] one Ce-Id across retries: {ids:?}"
+        );
+        let answered: Vec<i64> = first.iter().map(|d| d["answered"].as_i64().unwrap()).collect();
+        assert_eq!(answered, [500, 500, 200], "[{b}]");
+        assert_eq!(
+            first[2]["headers"]["ce-type"], "dev.chainguard.api.events.subscription.created.v1",
+            "[{b}]"
+        );
+
+        // A write in the group and one below it, and one elsewhere.
+        let team = common::uid(&s.create_group(Some(&org), "team").await);
+        let _ = s.create_group(Some(&other), "not-ours").await;
+        let (st, role) = s
+            .post(
+                &format!("/iam/v2/roles/{team}"),
+                json!({"name": "reader", "capabilities": ["CAP_IAM_GROUPS_LIST"]}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {role}");
+        let got = rx
+            .until(&[
+                "dev.chainguard.api.iam.group.created.v1",
+                "dev.chainguard.api.iam.roles.created.v1",
+            ])
+            .await;
+        let group_event = got
+            .iter()
+            .find(|d| d["headers"]["ce-type"] == "dev.chainguard.api.iam.group.created.v1")
+            .unwrap_or_else(|| panic!("[{b}] the team's creation was delivered: {got:?}"));
+        let role_event = got
+            .iter()
+            .find(|d| d["headers"]["ce-type"] == "dev.chainguard.api.iam.roles.created.v1")
+            .unwrap();
+        for (d, subject, group, body) in [
+            // A group's events belong to the group itself.
+            (group_event, team.as_str(), team.as_str(), "team"),
+            (role_event, role["uid"].as_str().unwrap(), team.as_str(), "reader"),
+        ] {
+            assert_eq!(d["error"], Value::Null, "[{b}] cloudevents parsed it: {d}");
+            let h = &d["headers"];
+            assert_eq!(h["ce-specversion"], "1.0", "[{b}] {h}");
+            assert_eq!(h["ce-subject"], subject, "[{b}] {h}");
+            assert_eq!(h["ce-group"], group, "[{b}] {h}");
+            assert_eq!(h["ce-audience"], "customer", "[{b}] {h}");
+            assert_eq!(h["ce-source"], s.base, "[{b}] {h}");
+            assert!(h["ce-time"].as_str().is_some_and(|t| t.ends_with('Z')), "[{b}] {h}");
+            assert_eq!(h["content-type"], "application/json", "[{b}] {h}");
+            let e = &d["event"];
+            assert_eq!(e["id"], h["ce-id"], "[{b}] {e}");
+            assert_eq!(e["data"]["actor"]["subject"], common::admin_uid(&s), "[{b}] {e}");
+            assert_eq!(e["data"]["body"]["name"], body, "[{b}] {e}");
+            verify_token(&s, d, &org).await;
+        }
+        assert!(
+            got.iter()
+                .all(|d| d["headers"]["ce-group"].as_str().is_some_and(|g| g.starts_with(&org))),
+            "[{b}] nothing from another organization: {got:?}"
+        );
+
+        // The status says what happened.
+        let (st, status) = s.get(&format!("/events/v1/deliveries/{sub_uid}")).await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {status}");
+        assert_eq!(status["lastFailureStatus"], 500, "[{b}] {status}");
+        assert!(status["lastSuccessTime"].is_string(), "[{b}] {status}");
+        assert_eq!(status["failed"], json!([]), "[{b}] {status}");
+
+        // Deleted: the next write is not delivered (its own deletion event
+        // is the last one it could have seen, and it is gone with it).
+        let (st, _) = s.delete(&format!("/events/v2/subscriptions/{sub_uid}")).await;
+        assert_eq!(st, StatusCode::OK, "[{b}]");
+        let (st, gone) = s.get(&format!("/events/v2/subscriptions/{sub_uid}")).await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "[{b}] {gone}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_delivery_is_kept_and_retried_on_demand() {
+    for s in dev_servers().await {
+        let b = s.backend;
+        let Some(mut rx) = Receiver::start("400").await else {
+            return;
+        };
+        let org = common::uid(&s.create_group(None, "refused").await);
+        let (st, sub) = s
+            .post(&format!("/events/v1/subscriptions/{org}"), json!({"sink": rx.url}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] v1 create: {sub}");
+        let sub_uid = common::v1_id(&sub);
+        let refused = rx.next().await;
+        assert_eq!(refused["answered"], 400, "[{b}]");
+        // A 400 is not retried: the delivery is kept as failed.
+        let status = status_when(&s, &sub_uid, |st| {
+            st["failed"].as_array().is_some_and(|f| !f.is_empty())
+        })
+        .await;
+        let failed = &status["failed"][0];
+        assert_eq!(failed["status"], 400, "[{b}] {status}");
+        assert_eq!(failed["eventId"], refused["headers"]["ce-id"], "[{b}] {status}");
+        assert_eq!(
+            failed["eventType"], "dev.chainguard.api.events.subscription.created.v1",
+            "[{b}]"
+        );
+
+        let (st, after) = s
+            .post("/events/v1/deliveries/retry", json!({"subscription": sub_uid}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {after}");
+        let again = rx.next().await;
+        assert_eq!(again["headers"]["ce-id"], refused["headers"]["ce-id"], "[{b}]");
+        assert_eq!(again["answered"], 200, "[{b}]");
+        let delivered = status_when(&s, &sub_uid, |st| st["delivered"] == "1").await;
+        assert_eq!(delivered["delivered"], "1", "[{b}] {delivered}");
+        assert_eq!(delivered["failed"], json!([]), "[{b}] {delivered}");
+
+        // v1 lists it; v1 deletes it.
+        let (st, list) = s
+            .get(&format!("/events/v1/subscriptions?uidp.descendantsOf={org}"))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {list}");
+        assert_eq!(list["items"][0]["id"], sub_uid, "[{b}] {list}");
+        let (st, _) = s.delete(&format!("/events/v1/subscriptions/{sub_uid}")).await;
+        assert_eq!(st, StatusCode::OK, "[{b}]");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sinks_are_checked_and_bounded() {
+    for s in common::servers().await {
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "sinks").await);
+        for bad in [
+            "http://hooks.example.com/",
+            "https://127.0.0.1/hook",
+            "https://169.254.169.254/latest",
+            "https://[::1]/",
+            "https://user:pw@hooks.example.com/",
+            "not a url",
+            "",
+        ] {
+            let (st, body) = s
+                .post(&format!("/events/v2/subscriptions/{org}"), json!({"sink": bad}))
+                .await;
+            assert_eq!(st, StatusCode::BAD_REQUEST, "[{b}] {bad}: {body}");
+        }
+        for i in 0..16 {
+            let (st, body) = s
+                .post(
+                    &format!("/events/v2/subscriptions/{org}"),
+                    json!({"sink": format!("https://hooks.example.com/{i}")}),
+                )
+                .await;
+            assert_eq!(st, StatusCode::OK, "[{b}] {body}");
+        }
+        let (st, body) = s
+            .post(
+                &format!("/events/v2/subscriptions/{org}"),
+                json!({"sink": "https://hooks.example.com/17"}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "[{b}] the 17th: {body}");
+        assert!(body.to_string().contains("TOO_MANY_SUBSCRIPTIONS"), "[{b}] {body}");
+        let (st, page) = s
+            .get(&format!("/events/v2/subscriptions?uidp.childrenOf={org}&pageSize=10"))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {page}");
+        assert_eq!(page["subscriptions"].as_array().unwrap().len(), 10, "[{b}] {page}");
+        assert_eq!(common::total_count(&page), 16, "[{b}]");
+        // A group holding subscriptions cannot be deleted.
+        let (st, body) = s.delete(&format!("/iam/v2/groups/{org}")).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "[{b}] {body}");
+
+        // Someone without a grant there sees none of it.
+        let (_, outsider) = person(&s, "outsider", &[]).await;
+        let (st, body) = s
+            .call_as(
+                &outsider,
+                Method::GET,
+                &format!("/events/v2/subscriptions?uidp.childrenOf={org}"),
+                None,
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {body}");
+        assert_eq!(body["subscriptions"], json!([]), "[{b}] {body}");
+        let uid = page["subscriptions"][0]["uid"].as_str().unwrap();
+        for (m, path) in [
+            (Method::GET, format!("/events/v2/subscriptions/{uid}")),
+            (Method::DELETE, format!("/events/v2/subscriptions/{uid}")),
+            (Method::GET, format!("/events/v1/deliveries/{uid}")),
+        ] {
+            let (st, body) = s.call_as(&outsider, m.clone(), &path, None).await;
+            assert_eq!(st, StatusCode::NOT_FOUND, "[{b}] {m} {path}: {body}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_audit_trail_lists_a_groups_events_for_those_allowed() {
+    for s in common::servers().await {
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "audited").await);
+        let team = common::uid(&s.create_group(Some(&org), "team").await);
+        let _ = s.create_group(Some(&team), "squad").await;
+        let (st, _) = s
+            .patch(&format!("/iam/v2/groups/{team}"), json!({"name": "renamed"}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}]");
+
+        let (st, page) = s.get(&format!("/events/v1/events?group={org}&pageSize=2")).await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {page}");
+        let events = page["events"].as_array().unwrap();
+        assert_eq!(events.len(), 2, "[{b}] {page}");
+        assert_eq!(
+            events[0]["type"], "dev.chainguard.api.iam.group.updated.v1",
+            "[{b}] newest first"
+        );
+        assert_eq!(events[0]["actor"]["subject"], common::admin_uid(&s), "[{b}]");
+        let body: Value = serde_json::from_str(events[0]["body"].as_str().unwrap()).unwrap();
+        assert_eq!(body["name"], "renamed", "[{b}]");
+        let token = page["nextPageToken"].as_str().unwrap();
+        let (st, rest) = s
+            .get(&format!("/events/v1/events?group={org}&pageSize=10&pageToken={token}"))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {rest}");
+        let types: Vec<&str> = rest["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "dev.chainguard.api.iam.group.created.v1",
+                "dev.chainguard.api.iam.group.created.v1"
+            ],
+            "[{b}] {rest}"
+        );
+        let (st, only) = s
+            .get(&format!(
+                "/events/v1/events?group={team}&types=dev.chainguard.api.iam.group.updated.v1"
+            ))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {only}");
+        assert_eq!(only["events"].as_array().unwrap().len(), 1, "[{b}] {only}");
+
+        // A viewer may see the group but not its audit trail; an outsider
+        // does not see the group; an auditor reads it.
+        let (_, viewer) = person(&s, "viewer", &[(&org, "viewer")]).await;
+        let (st, body) = s
+            .call_as(&viewer, Method::GET, &format!("/events/v1/events?group={org}"), None)
+            .await;
+        assert_eq!(st, StatusCode::FORBIDDEN, "[{b}] {body}");
+        let (_, outsider) = person(&s, "outsider", &[]).await;
+        let (st, body) = s
+            .call_as(&outsider, Method::GET, &format!("/events/v1/events?group={org}"), None)
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "[{b}] {body}");
+        let (_, auditor) = person(&s, "auditor", &[(&team, "auditor")]).await;
+        let (st, body) = s
+            .call_as(&auditor, Method::GET, &format!("/events/v1/events?group={team}"), None)
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {body}");
+        let types: Vec<&str> = body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "dev.chainguard.api.iam.rolebindings.created.v1",
+                "dev.chainguard.api.iam.group.updated.v1",
+                "dev.chainguard.api.iam.group.created.v1",
+                "dev.chainguard.api.iam.group.created.v1",
+            ],
+            "[{b}] the auditor's binding, the team's rename, its squad's and its own creation: {body}"
+        );
+        // The binding's event shows it as the API does (role and identity).
+        let binding: Value = serde_json::from_str(body["events"][0]["body"].as_str().unwrap()).unwrap();
+        assert_eq!(binding["role"]["name"], "auditor", "[{b}] {binding}");
+        assert_eq!(binding["group"]["uid"], team, "[{b}] {binding}");
+        let (st, body) = s
+            .call_as(&auditor, Method::GET, &format!("/events/v1/events?group={org}"), None)
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "[{b}] not above the binding: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_manages_subscriptions_and_reads_the_trail() {
+    for s in common::servers().await {
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "cli-events").await);
+        let created = common::ward_run(
+            &s,
+            &s.token,
+            &[
+                "events",
+                "subscriptions",
+                "create",
+                "--parent",
+                "cli-events",
+                "https://hooks.example.com/ward",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+        .json("subscriptions create");
+        let uid = created["uid"].as_str().unwrap().to_owned();
+        assert!(uid.starts_with(&org), "[{b}] {created}");
+        let list = common::ward_run(&s, &s.token, &["events", "subscriptions", "list", "--parent", &org]).await;
+        assert!(
+            list.ok("subscriptions list").contains("https://hooks.example.com/ward"),
+            "[{b}]"
+        );
+        let status = common::ward_run(&s, &s.token, &["events", "deliveries", &uid, "-o", "json"])
+            .await
+            .json("deliveries");
+        assert_eq!(status["subscription"], uid, "[{b}] {status}");
+        let trail = common::ward_run(
+            &s,
+            &s.token,
+            &[
+                "events",
+                "list",
+                "--group",
+                &org,
+                "--type",
+                "dev.chainguard.api.events.subscription.created.v1",
+            ],
+        )
+        .await;
+        let out = trail.ok("events list");
+        assert!(
+            out.contains("dev.chainguard.api.events.subscription.created.v1"),
+            "[{b}] {out}"
+        );
+        assert!(out.contains(&uid), "[{b}] {out}");
+        let deleted = common::ward_run(&s, &s.token, &["events", "subscriptions", "delete", &uid]).await;
+        deleted.ok("subscriptions delete");
+        let gone = common::ward_run(&s, &s.token, &["events", "subscriptions", "describe", &uid]).await;
+        assert!(
+            gone.failed("describe a deleted subscription").contains("404"),
+            "[{b}] {gone:?}"
+        );
+    }
+}
