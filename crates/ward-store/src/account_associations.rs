@@ -39,7 +39,11 @@ pub struct AccountAssociationPatch {
 pub trait AccountAssociationStore: Send + Sync {
     /// NOT_FOUND when the group (`parent_uid`) does not exist; ALREADY_EXISTS
     /// when the group already has one.
-    async fn create_account_association(&self, r: &AccountAssociationRecord) -> Result<()>;
+    async fn create_account_association(
+        &self,
+        r: &AccountAssociationRecord,
+        emit: crate::events::Emit<()>,
+    ) -> Result<()>;
     async fn get_account_association(&self, uid: &Uidp) -> Result<Option<AccountAssociationRecord>>;
     /// Sets the given fields and moves `update_time` forward (by 1 ms if the
     /// clock has not). NOT_FOUND when it is gone.
@@ -48,8 +52,9 @@ pub trait AccountAssociationStore: Send + Sync {
         uid: &Uidp,
         p: &AccountAssociationPatch,
         now_ms: i64,
+        emit: crate::events::Emit<AccountAssociationRecord>,
     ) -> Result<AccountAssociationRecord>;
     /// NOT_FOUND when absent.
-    async fn delete_account_association(&self, uid: &Uidp) -> Result<()>;
+    async fn delete_account_association(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<()>;
     async fn list_account_associations(&self, q: &ListQuery) -> Result<Page<AccountAssociationRecord>>;
 }

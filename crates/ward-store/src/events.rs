@@ -202,6 +202,9 @@ pub trait EventStore {
     /// [`MAX_PENDING_PER_SUBSCRIPTION`]), and those that gave up, newest
     /// first, at most `limit`.
     async fn deliveries(&self, subscription: &str, limit: u32) -> Result<(i64, Vec<FailedDeliveryRecord>)>;
+    /// Moves the queued deliveries of `subscription` that would run before
+    /// `until` to `until` (its sink is backing off); returns how many.
+    async fn defer_deliveries(&self, subscription: &str, until: i64) -> Result<u64>;
     /// Queues failed deliveries of `subscription` again (one event's, or
     /// every one), at `now_ms`; returns how many.
     async fn retry_deliveries(&self, subscription: &str, event_id: Option<&str>, now_ms: i64) -> Result<u64>;

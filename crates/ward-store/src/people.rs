@@ -133,7 +133,7 @@ pub const MAX_DIRECTORY_ROWS: usize = 1000;
 #[async_trait]
 pub trait PeopleStore: Send + Sync {
     /// Fails NOT_FOUND when the parent group does not exist.
-    async fn create_identity_provider(&self, r: &IdentityProviderRecord) -> Result<()>;
+    async fn create_identity_provider(&self, r: &IdentityProviderRecord, emit: crate::events::Emit<()>) -> Result<()>;
     async fn get_identity_provider(&self, uid: &Uidp) -> Result<Option<IdentityProviderRecord>>;
     /// The identity providers directly under a group (at most a few).
     async fn identity_providers_of(&self, group: &Uidp) -> Result<Vec<IdentityProviderRecord>>;
@@ -142,26 +142,32 @@ pub trait PeopleStore: Send + Sync {
         uid: &Uidp,
         p: &IdentityProviderPatch,
         now_ms: i64,
+        emit: crate::events::Emit<IdentityProviderRecord>,
     ) -> Result<IdentityProviderRecord>;
     /// Deletes it with its group mappings.
-    async fn delete_identity_provider(&self, uid: &Uidp) -> Result<()>;
+    async fn delete_identity_provider(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<()>;
     async fn list_identity_providers(&self, q: &ListQuery) -> Result<Page<IdentityProviderRecord>>;
 
     /// ALREADY_EXISTS for a repeat of (provider, group, role, scope); NOT_FOUND
     /// when the provider or role is gone; FAILED_PRECONDITION past
     /// [`MAX_MAPPINGS_PER_PROVIDER`].
-    async fn create_group_mapping(&self, r: &GroupMappingRecord) -> Result<()>;
+    async fn create_group_mapping(&self, r: &GroupMappingRecord, emit: crate::events::Emit<()>) -> Result<()>;
     async fn get_group_mapping(&self, uid: &Uidp) -> Result<Option<GroupMappingRecord>>;
-    /// Deletes those that exist, all at once; returns their uids.
-    async fn delete_group_mappings(&self, uids: &[String]) -> Result<Vec<String>>;
+    /// Deletes those that exist, all at once; returns their uids. The event
+    /// is recorded when one was deleted.
+    async fn delete_group_mappings(
+        &self,
+        uids: &[String],
+        emit: crate::events::Emit<Vec<String>>,
+    ) -> Result<Vec<String>>;
     async fn list_group_mappings(&self, q: &ListQuery) -> Result<Page<GroupMappingRecord>>;
     /// Every mapping of one identity provider.
     async fn group_mappings_of(&self, provider: &str) -> Result<Vec<GroupMappingRecord>>;
 
     /// Fails NOT_FOUND when the parent group does not exist.
-    async fn create_group_invite(&self, r: &GroupInviteRecord) -> Result<()>;
+    async fn create_group_invite(&self, r: &GroupInviteRecord, emit: crate::events::Emit<()>) -> Result<()>;
     async fn get_group_invite(&self, uid: &Uidp) -> Result<Option<GroupInviteRecord>>;
-    async fn delete_group_invite(&self, uid: &Uidp) -> Result<()>;
+    async fn delete_group_invite(&self, uid: &Uidp, emit: crate::events::Emit<()>) -> Result<()>;
     async fn list_group_invites(&self, q: &ListQuery) -> Result<Page<GroupInviteRecord>>;
     /// In one transaction: the invite must exist with `key_id` and not have
     /// expired (NOT_FOUND, FAILED_PRECONDITION); binds `binding.identity_uid`
@@ -199,7 +205,14 @@ pub trait PeopleStore: Send + Sync {
     /// The verified organizations with this name (at most a few).
     async fn verified_orgs_named(&self, name: &str) -> Result<Vec<String>>;
     /// Records acceptances (repeats are kept once). NOT_FOUND without the group.
-    async fn accept_terms(&self, group: &Uidp, doc_ids: &[String], by: &str, now_ms: i64) -> Result<()>;
+    async fn accept_terms(
+        &self,
+        group: &Uidp,
+        doc_ids: &[String],
+        by: &str,
+        now_ms: i64,
+        emit: crate::events::Emit<()>,
+    ) -> Result<()>;
     /// Acceptances recorded at any of `groups`, newest first, at most
     /// [`MAX_DIRECTORY_ROWS`].
     async fn terms_acceptances(&self, groups: &[String]) -> Result<Vec<TermsRecord>>;

@@ -160,16 +160,24 @@ async fn insert_binding(tx: &mut PgConnection, b: &RoleBindingRecord) -> Result<
 
 impl PostgresStore {
     /// Deletes the row `uid` of `table`; NOT_FOUND (as `kind`) if absent.
-    async fn delete_by_uid(&self, table: &str, kind: &'static str, uid: &Uidp) -> Result<()> {
+    async fn delete_by_uid(
+        &self,
+        table: &str,
+        kind: &'static str,
+        uid: &Uidp,
+        emit: crate::events::Emit<()>,
+    ) -> Result<()> {
+        let mut tx = self.begin().await?;
         let done = sqlx::query(&format!("DELETE FROM {table} WHERE uid = $1"))
             .bind(uid.as_str())
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(|e| db_err("delete", e))?;
         if done.rows_affected() == 0 {
             return Err(Error::not_found(kind, uid.as_str()));
         }
-        Ok(())
+        events::insert_event(&mut tx, &emit.record(&())).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
     async fn begin(&self) -> Result<Tx> {

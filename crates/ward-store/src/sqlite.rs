@@ -346,11 +346,18 @@ impl SqliteStore {
         table: &'static str,
         kind: &'static str,
         uid: &Uidp,
+        emit: crate::events::Emit<()>,
     ) -> Result<()> {
         let key = uid.as_str().to_owned();
         let n = self
             .write(context, move |c| {
-                c.execute(&format!("DELETE FROM {table} WHERE uid = ?1"), [key])
+                let tx = c.savepoint()?;
+                let n = tx.execute(&format!("DELETE FROM {table} WHERE uid = ?1"), [key])?;
+                if n > 0 {
+                    events::insert_event(&tx, &emit.record(&()))?;
+                }
+                tx.commit()?;
+                Ok(n)
             })
             .await?;
         if n == 0 {

@@ -44,6 +44,9 @@ pub enum JobEnd {
     Done,
     /// Try again at this time (ms), keeping the error for operators.
     Retry { at: i64, error: String },
+    /// Not attempted (its target is backing off): run at this time (ms),
+    /// and this claim does not count as an attempt.
+    Defer { at: i64 },
 }
 
 /// A manifest's inventory (or the error that stopped reading it).

@@ -65,10 +65,10 @@ async fn verify_token(s: &TestServer, delivery: &Value, group: &str) {
     assert_eq!(claims["webhook"]["digest"], digest, "[{b}] {claims}");
 }
 
-/// A subscription's delivery status once `done` holds of it (or after 10 s).
+/// A subscription's delivery status once `done` holds of it (or after 30 s).
 async fn status_when(s: &TestServer, sub: &str, done: impl Fn(&Value) -> bool) -> Value {
     let mut status = Value::Null;
-    for _ in 0..100 {
+    for _ in 0..300 {
         status = s.get(&format!("/events/v1/deliveries/{sub}")).await.1;
         if done(&status) {
             break;
@@ -268,6 +268,40 @@ async fn sinks_are_checked_and_bounded() {
         assert_eq!(st, StatusCode::OK, "[{b}] {page}");
         assert_eq!(page["subscriptions"].as_array().unwrap().len(), 10, "[{b}] {page}");
         assert_eq!(common::total_count(&page), 16, "[{b}]");
+        // A name that resolves to loopback passes the check of what was
+        // written, and is refused where it counts: at the address connected to.
+        let host = std::process::Command::new("hostname")
+            .output()
+            .expect("hostname")
+            .stdout;
+        let host = String::from_utf8_lossy(&host).trim().to_owned();
+        let loopback = tokio::net::lookup_host((host.as_str(), 443))
+            .await
+            .is_ok_and(|mut a| a.all(|a| a.ip().is_loopback()));
+        if loopback {
+            let (st, sub) = s
+                .post(
+                    &format!(
+                        "/events/v2/subscriptions/{}",
+                        common::uid(&s.create_group(None, "rebind").await)
+                    ),
+                    json!({"sink": format!("https://{host}/hook")}),
+                )
+                .await;
+            assert_eq!(st, StatusCode::OK, "[{b}] {sub}");
+            let uid = sub["uid"].as_str().unwrap();
+            let status = status_when(&s, uid, |st| {
+                st["lastFailureError"].as_str().is_some_and(|e| !e.is_empty())
+            })
+            .await;
+            let error = status["lastFailureError"].as_str().unwrap_or_default();
+            assert!(error.contains("may not be fetched"), "[{b}] {status}");
+            assert_eq!(
+                status["lastFailureStatus"],
+                json!(0),
+                "[{b}] no request was sent: {status}"
+            );
+        }
         // A group holding subscriptions cannot be deleted.
         let (st, body) = s.delete(&format!("/iam/v2/groups/{org}")).await;
         assert_eq!(st, StatusCode::BAD_REQUEST, "[{b}] {body}");
@@ -448,5 +482,45 @@ async fn the_cli_manages_subscriptions_and_reads_the_trail() {
             gone.failed("describe a deleted subscription").contains("404"),
             "[{b}] {gone:?}"
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_replicas_deliver_each_event_exactly_once() {
+    for s in dev_servers().await {
+        // Replicas share a PostgreSQL database; SQLite is one server's.
+        if s.backend != "postgres" {
+            continue;
+        }
+        let b = s.backend;
+        let r = s.replica_with(|c| c.dev = true).await;
+        let Some(mut rx) = Receiver::start("").await else {
+            return;
+        };
+        let org = common::uid(&s.create_group(None, "replicated").await);
+        let (st, sub) = s
+            .post(&format!("/events/v2/subscriptions/{org}"), json!({"sink": rx.url}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {sub}");
+        for i in 0..20 {
+            s.create_group(Some(&org), &format!("on-first-{i}")).await;
+            r.create_group(Some(&org), &format!("on-second-{i}")).await;
+        }
+        // The subscription's creation and 40 groups: 41 events, each once.
+        let mut ids = std::collections::BTreeMap::<String, usize>::new();
+        while let Some(d) = rx.next_within(Duration::from_secs(10)).await {
+            *ids.entry(d["headers"]["ce-id"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+            if ids.len() == 41 {
+                // Anything delivered twice would follow within the poll.
+                while let Some(d) = rx.next_within(Duration::from_secs(2)).await {
+                    *ids.entry(d["headers"]["ce-id"].as_str().unwrap().to_owned())
+                        .or_default() += 1;
+                }
+                break;
+            }
+        }
+        assert_eq!(ids.len(), 41, "[{b}] every event delivered");
+        assert!(ids.values().all(|n| *n == 1), "[{b}] none twice: {ids:?}");
     }
 }

@@ -304,3 +304,70 @@ async fn bindings_tags_pushes_pulls_and_advisories_record_their_events() {
         assert_eq!(event_body(&review[0]), reviewed, "[{b}] the body is the response");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn identity_providers_mappings_invites_and_terms_record_their_events() {
+    use common::people::{create_mapping, create_test_idp, dev_servers, role_uid};
+    let idp = common::idp::TestIdp::start().await;
+    for s in dev_servers().await {
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "people-events").await);
+        let viewer = role_uid("viewer");
+        let provider = create_test_idp(&s, &idp, &org, &viewer).await;
+        let created = of_type(&s, &org, "dev.chainguard.api.iam.identity_providers.created.v1").await;
+        let body = event_body(&created[0]);
+        assert_eq!(body["uid"], provider, "[{b}] {body}");
+        assert!(
+            !created[0]["body"].as_str().unwrap().contains(&idp.client_secret),
+            "[{b}] the client secret is never in an event"
+        );
+        let mapping = create_mapping(&s, &provider, json!({"externalGroupId": "eng", "roleUid": viewer})).await;
+        let mapped = of_type(
+            &s,
+            &org,
+            "dev.chainguard.api.iam.external_group_role_mappings.created.v1",
+        )
+        .await;
+        assert_eq!(event_body(&mapped[0]), mapping, "[{b}]");
+        let (st, _) = s
+            .delete(&format!("/iam/v2/externalGroupRoleMappings/{}", common::uid(&mapping)))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}]");
+        assert_eq!(
+            of_type(
+                &s,
+                &org,
+                "dev.chainguard.api.iam.external_group_role_mappings.deleted.v1"
+            )
+            .await
+            .len(),
+            1,
+            "[{b}]"
+        );
+        let (st, _) = s.delete(&format!("/iam/v2/identityProviders/{provider}")).await;
+        assert_eq!(st, StatusCode::OK, "[{b}]");
+        let gone = of_type(&s, &org, "dev.chainguard.api.iam.identity_providers.deleted.v1").await;
+        assert_eq!(gone[0]["subject"], provider, "[{b}]");
+
+        // An invite's event never carries its code.
+        let (st, invite) = s
+            .post(
+                &format!("/iam/v2/groupInvites/{org}"),
+                json!({"roleUid": viewer, "ttl": "3600s", "singleUse": true}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {invite}");
+        let code = invite["code"].as_str().expect("the creator gets the code");
+        let invited = of_type(&s, &org, "dev.chainguard.api.iam.group_invite.created.v1").await;
+        let raw = invited[0]["body"].as_str().unwrap();
+        assert!(!raw.contains(code), "[{b}] the code is not in the event: {raw}");
+        assert_eq!(event_body(&invited[0])["uid"], invite["uid"], "[{b}]");
+
+        let (st, _) = s
+            .post(&format!("/iam/v2/terms/{org}"), json!({"documentIds": ["tos.v1"]}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}]");
+        let accepted = of_type(&s, &org, "dev.chainguard.api.iam.terms.accepted.v1").await;
+        assert_eq!(event_body(&accepted[0])["documentIds"], json!(["tos.v1"]), "[{b}]");
+    }
+}

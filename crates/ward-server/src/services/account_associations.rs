@@ -25,6 +25,7 @@ use ward_store::account_associations::{ACCOUNT_ASSOCIATION_TYPE, AccountAssociat
 use super::UpdateMask;
 use super::list::ListParams;
 use crate::authz::Caller;
+use crate::services::events;
 use crate::ward::Ward;
 
 const COLLECTION: &str = "account_associations";
@@ -390,9 +391,17 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        self.store.create_account_association(&record).await?;
+        let reply = to_proto(record.clone())?;
+        let emit = self.created(
+            caller,
+            events::types::ACCOUNT_ASSOCIATION_CREATED,
+            &record.uid,
+            &record.parent_uid,
+            &reply,
+        );
+        self.store.create_account_association(&record, emit).await?;
         tracing::info!(uid = %record.uid, "account association created");
-        to_proto(record)
+        Ok(reply)
     }
 
     pub async fn get_account_association(
@@ -497,9 +506,16 @@ impl Ward {
         if mask.is_empty() {
             return to_proto(current);
         }
+        let emit = self.updated(
+            caller,
+            events::types::ACCOUNT_ASSOCIATION_UPDATED,
+            uid.as_str(),
+            uid.as_str(),
+            |r| to_proto(r).unwrap_or_default(),
+        );
         let record = self
             .store
-            .update_account_association(&uid, &patch, self.clock.now_millis())
+            .update_account_association(&uid, &patch, self.clock.now_millis(), emit)
             .await?;
         to_proto(record)
     }
@@ -512,7 +528,13 @@ impl Ward {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.authorize(caller, &rpc::DELETE_ACCOUNT_ASSOCIATION, &uid)?;
         // Idempotent like every other delete: one already gone is success.
-        match self.store.delete_account_association(&uid).await {
+        let emit = self.deleted(
+            caller,
+            events::types::ACCOUNT_ASSOCIATION_DELETED,
+            uid.as_str(),
+            uid.as_str(),
+        );
+        match self.store.delete_account_association(&uid, emit).await {
             Err(Error::NotFound { .. }) => Ok(()),
             r => r,
         }

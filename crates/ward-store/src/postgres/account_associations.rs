@@ -5,16 +5,18 @@ use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
+use super::events::insert_event;
 use super::{PostgresStore, lock};
 use crate::account_associations::{
     ACCOUNT_ASSOCIATION_COLUMNS, ACCOUNT_ASSOCIATION_TYPE, AccountAssociationPatch, AccountAssociationRecord,
     AccountAssociationStore,
 };
+use crate::events::Emit;
 use crate::{GROUP_TYPE, db_err};
 
 #[async_trait]
 impl AccountAssociationStore for PostgresStore {
-    async fn create_account_association(&self, r: &AccountAssociationRecord) -> Result<()> {
+    async fn create_account_association(&self, r: &AccountAssociationRecord, emit: Emit<()>) -> Result<()> {
         let mut tx = self.begin().await?;
         // Holding the group FOR SHARE makes a concurrent delete of the group
         // wait, and then take the association with it.
@@ -41,6 +43,7 @@ impl AccountAssociationStore for PostgresStore {
                 name: r.uid.clone(),
             });
         }
+        insert_event(&mut tx, &emit.record(&())).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
@@ -54,7 +57,9 @@ impl AccountAssociationStore for PostgresStore {
         uid: &Uidp,
         p: &AccountAssociationPatch,
         now_ms: i64,
+        emit: Emit<AccountAssociationRecord>,
     ) -> Result<AccountAssociationRecord> {
+        let mut tx = self.begin().await?;
         let row: Option<AccountAssociationRecord> = sqlx::query_as(&format!(
             "UPDATE account_associations SET name = COALESCE($1, name), \
              description = COALESCE($2, description), config = COALESCE($3, config), \
@@ -66,14 +71,17 @@ impl AccountAssociationStore for PostgresStore {
         .bind(&p.config)
         .bind(now_ms)
         .bind(uid.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(|e| db_err("update account association", e))?;
-        row.ok_or_else(|| Error::not_found(ACCOUNT_ASSOCIATION_TYPE, uid.as_str()))
+        let row = row.ok_or_else(|| Error::not_found(ACCOUNT_ASSOCIATION_TYPE, uid.as_str()))?;
+        insert_event(&mut tx, &emit.record(&row)).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        Ok(row)
     }
 
-    async fn delete_account_association(&self, uid: &Uidp) -> Result<()> {
-        self.delete_by_uid("account_associations", ACCOUNT_ASSOCIATION_TYPE, uid)
+    async fn delete_account_association(&self, uid: &Uidp, emit: Emit<()>) -> Result<()> {
+        self.delete_by_uid("account_associations", ACCOUNT_ASSOCIATION_TYPE, uid, emit)
             .await
     }
 

@@ -236,6 +236,19 @@ impl EventStore for PostgresStore {
         Ok((pending, failed))
     }
 
+    async fn defer_deliveries(&self, subscription: &str, until: i64) -> Result<u64> {
+        let done = sqlx::query(&format!(
+            "UPDATE jobs SET run_after = $2 WHERE {} AND lease_until IS NULL AND run_after < $2",
+            deliveries_of("$1")
+        ))
+        .bind(subscription)
+        .bind(until)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| db_err("defer deliveries", e))?;
+        Ok(done.rows_affected())
+    }
+
     async fn retry_deliveries(&self, subscription: &str, event_id: Option<&str>, now_ms: i64) -> Result<u64> {
         let mut tx = self.begin().await?;
         let which = "subscription_uid = $1 AND ($2::TEXT IS NULL OR event_id = $2)";

@@ -5,7 +5,9 @@ use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
+use super::events::insert_event;
 use super::{PostgresStore, bind_identity, insert_binding, insert_identity_sql, lock};
+use crate::events::Emit;
 use crate::people::{
     AccessRequestRecord, DeviceLoginRecord, GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord,
     GroupMappingRecord, IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, IdentityProviderRecord, MAX_DEVICE_LOGINS,
@@ -16,7 +18,7 @@ use crate::{IDENTITY_TYPE, IdentityRecord, ROLE_TYPE, RoleBindingRecord, db_err}
 
 #[async_trait]
 impl PeopleStore for PostgresStore {
-    async fn create_identity_provider(&self, r: &IdentityProviderRecord) -> Result<()> {
+    async fn create_identity_provider(&self, r: &IdentityProviderRecord, emit: Emit<()>) -> Result<()> {
         let sql = format!(
             "INSERT INTO identity_providers ({IDENTITY_PROVIDER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
         );
@@ -31,7 +33,8 @@ impl PeopleStore for PostgresStore {
             .bind(&r.client_secret)
             .bind(r.create_time)
             .bind(r.update_time);
-        self.insert_under_group(Some(&r.parent_uid), insert, None).await
+        self.insert_under_group(Some(&r.parent_uid), insert, Some(emit.record(&())))
+            .await
     }
 
     async fn get_identity_provider(&self, uid: &Uidp) -> Result<Option<IdentityProviderRecord>> {
@@ -53,7 +56,9 @@ impl PeopleStore for PostgresStore {
         uid: &Uidp,
         p: &IdentityProviderPatch,
         now_ms: i64,
+        emit: Emit<IdentityProviderRecord>,
     ) -> Result<IdentityProviderRecord> {
+        let mut tx = self.begin().await?;
         let (issuer, oidc) = p.oidc.clone().unzip();
         let (set_secret, secret) = match &p.client_secret {
             Some(s) => (true, s.clone()),
@@ -76,14 +81,17 @@ impl PeopleStore for PostgresStore {
         .bind(secret)
         .bind(now_ms)
         .bind(uid.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(|e| db_err("update identity provider", e))?;
-        row.ok_or_else(|| Error::not_found(IDENTITY_PROVIDER_TYPE, uid.as_str()))
+        let row = row.ok_or_else(|| Error::not_found(IDENTITY_PROVIDER_TYPE, uid.as_str()))?;
+        insert_event(&mut tx, &emit.record(&row)).await?;
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        Ok(row)
     }
 
-    async fn delete_identity_provider(&self, uid: &Uidp) -> Result<()> {
-        self.delete_by_uid("identity_providers", IDENTITY_PROVIDER_TYPE, uid)
+    async fn delete_identity_provider(&self, uid: &Uidp, emit: Emit<()>) -> Result<()> {
+        self.delete_by_uid("identity_providers", IDENTITY_PROVIDER_TYPE, uid, emit)
             .await
     }
 
@@ -91,7 +99,7 @@ impl PeopleStore for PostgresStore {
         self.list("identity_providers", IDENTITY_PROVIDER_COLUMNS, q).await
     }
 
-    async fn create_group_mapping(&self, r: &GroupMappingRecord) -> Result<()> {
+    async fn create_group_mapping(&self, r: &GroupMappingRecord, emit: Emit<()>) -> Result<()> {
         let mut tx = self.begin().await?;
         // Locking the provider serializes creates under it: the count and the
         // duplicate check hold until commit.
@@ -138,6 +146,7 @@ impl PeopleStore for PostgresStore {
         .execute(&mut *tx)
         .await
         .map_err(|e| db_err("insert group mapping", e))?;
+        insert_event(&mut tx, &emit.record(&())).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
@@ -146,14 +155,20 @@ impl PeopleStore for PostgresStore {
             .await
     }
 
-    async fn delete_group_mappings(&self, uids: &[String]) -> Result<Vec<String>> {
+    async fn delete_group_mappings(&self, uids: &[String], emit: Emit<Vec<String>>) -> Result<Vec<String>> {
+        let mut tx = self.begin().await?;
         let rows: Vec<(String,)> =
             sqlx::query_as("DELETE FROM external_group_role_mappings WHERE uid = ANY($1) RETURNING uid")
                 .bind(uids)
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *tx)
                 .await
                 .map_err(|e| db_err("delete group mappings", e))?;
-        Ok(rows.into_iter().map(|(u,)| u).collect())
+        let deleted: Vec<String> = rows.into_iter().map(|(u,)| u).collect();
+        if !deleted.is_empty() {
+            insert_event(&mut tx, &emit.record(&deleted)).await?;
+        }
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
+        Ok(deleted)
     }
 
     async fn list_group_mappings(&self, q: &ListQuery) -> Result<Page<GroupMappingRecord>> {
@@ -172,7 +187,7 @@ impl PeopleStore for PostgresStore {
         .map_err(|e| db_err("group mappings of a provider", e))
     }
 
-    async fn create_group_invite(&self, r: &GroupInviteRecord) -> Result<()> {
+    async fn create_group_invite(&self, r: &GroupInviteRecord, emit: Emit<()>) -> Result<()> {
         let sql =
             format!("INSERT INTO group_invites ({GROUP_INVITE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)");
         let insert = sqlx::query(&sql)
@@ -185,15 +200,16 @@ impl PeopleStore for PostgresStore {
             .bind(r.single_use)
             .bind(r.create_time)
             .bind(r.update_time);
-        self.insert_under_group(Some(&r.parent_uid), insert, None).await
+        self.insert_under_group(Some(&r.parent_uid), insert, Some(emit.record(&())))
+            .await
     }
 
     async fn get_group_invite(&self, uid: &Uidp) -> Result<Option<GroupInviteRecord>> {
         self.get_one("group_invites", GROUP_INVITE_COLUMNS, uid).await
     }
 
-    async fn delete_group_invite(&self, uid: &Uidp) -> Result<()> {
-        self.delete_by_uid("group_invites", GROUP_INVITE_TYPE, uid).await
+    async fn delete_group_invite(&self, uid: &Uidp, emit: Emit<()>) -> Result<()> {
+        self.delete_by_uid("group_invites", GROUP_INVITE_TYPE, uid, emit).await
     }
 
     async fn list_group_invites(&self, q: &ListQuery) -> Result<Page<GroupInviteRecord>> {
@@ -406,7 +422,14 @@ impl PeopleStore for PostgresStore {
         Ok(row.map(|(g,)| g))
     }
 
-    async fn accept_terms(&self, group: &Uidp, doc_ids: &[String], by: &str, now_ms: i64) -> Result<()> {
+    async fn accept_terms(
+        &self,
+        group: &Uidp,
+        doc_ids: &[String],
+        by: &str,
+        now_ms: i64,
+        emit: Emit<()>,
+    ) -> Result<()> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "groups", group.as_str(), "FOR SHARE").await? {
             return Err(Error::not_found(crate::GROUP_TYPE, group.as_str()));
@@ -424,6 +447,7 @@ impl PeopleStore for PostgresStore {
             .await
             .map_err(|e| db_err("accept terms", e))?;
         }
+        insert_event(&mut tx, &emit.record(&())).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 

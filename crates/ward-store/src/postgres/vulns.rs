@@ -123,6 +123,18 @@ impl VulnStore for PostgresStore {
                 .await
                 .map_err(|e| db_err("finish job", e))?;
             }
+            JobEnd::Defer { at } => {
+                sqlx::query(
+                    "UPDATE jobs SET lease_until = NULL, run_after = $2, attempts = GREATEST(attempts - 1, 0) \
+                     WHERE id = $1 AND lease_until = $3",
+                )
+                .bind(id)
+                .bind(at)
+                .bind(lease)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| db_err("finish job", e))?;
+            }
             JobEnd::Retry { at, error } => {
                 sqlx::query(
                     "UPDATE jobs SET lease_until = NULL, run_after = $2, last_error = $3 WHERE id = $1 AND lease_until = $4",

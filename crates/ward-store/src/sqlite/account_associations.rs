@@ -6,12 +6,14 @@ use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
+use super::events::insert_event;
 use super::{SqliteStore, exists};
 use crate::GROUP_TYPE;
 use crate::account_associations::{
     ACCOUNT_ASSOCIATION_COLUMNS, ACCOUNT_ASSOCIATION_TYPE, AccountAssociationPatch, AccountAssociationRecord,
     AccountAssociationStore,
 };
+use crate::events::Emit;
 
 fn association_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AccountAssociationRecord> {
     Ok(AccountAssociationRecord {
@@ -27,7 +29,7 @@ fn association_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AccountAssoci
 
 #[async_trait]
 impl AccountAssociationStore for SqliteStore {
-    async fn create_account_association(&self, r: &AccountAssociationRecord) -> Result<()> {
+    async fn create_account_association(&self, r: &AccountAssociationRecord, emit: Emit<()>) -> Result<()> {
         let r = r.clone();
         self.write("create account association", move |c| {
             let tx = c.savepoint()?;
@@ -54,6 +56,7 @@ impl AccountAssociationStore for SqliteStore {
                     r.update_time
                 ],
             )?;
+            insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -76,32 +79,41 @@ impl AccountAssociationStore for SqliteStore {
         uid: &Uidp,
         p: &AccountAssociationPatch,
         now_ms: i64,
+        emit: Emit<AccountAssociationRecord>,
     ) -> Result<AccountAssociationRecord> {
         let (key, p) = (uid.as_str().to_owned(), p.clone());
         let row = self
             .write("update account association", move |c| {
-                c.prepare_cached(&format!(
-                    "UPDATE account_associations SET name = COALESCE(?1, name), \
+                let tx = c.savepoint()?;
+                let row = tx
+                    .prepare_cached(&format!(
+                        "UPDATE account_associations SET name = COALESCE(?1, name), \
                      description = COALESCE(?2, description), config = COALESCE(?3, config), \
                      update_time = CASE WHEN ?4 > update_time THEN ?4 ELSE update_time + 1 END \
                      WHERE uid = ?5 RETURNING {ACCOUNT_ASSOCIATION_COLUMNS}"
-                ))?
-                .query_row(
-                    params![p.name, p.description, p.config, now_ms, key],
-                    association_from_row,
-                )
-                .optional()
+                    ))?
+                    .query_row(
+                        params![p.name, p.description, p.config, now_ms, key],
+                        association_from_row,
+                    )
+                    .optional()?;
+                if let Some(r) = &row {
+                    insert_event(&tx, &emit.record(r))?;
+                }
+                tx.commit()?;
+                Ok(row)
             })
             .await?;
         row.ok_or_else(|| Error::not_found(ACCOUNT_ASSOCIATION_TYPE, uid.as_str()))
     }
 
-    async fn delete_account_association(&self, uid: &Uidp) -> Result<()> {
+    async fn delete_account_association(&self, uid: &Uidp, emit: Emit<()>) -> Result<()> {
         self.delete_by_uid(
             "delete account association",
             "account_associations",
             ACCOUNT_ASSOCIATION_TYPE,
             uid,
+            emit,
         )
         .await
     }

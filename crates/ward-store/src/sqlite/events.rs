@@ -267,6 +267,20 @@ impl EventStore for SqliteStore {
         .await
     }
 
+    async fn defer_deliveries(&self, subscription: &str, until: i64) -> Result<u64> {
+        let s = subscription.to_owned();
+        self.write("defer deliveries", move |c| {
+            let n = c
+                .prepare_cached(
+                    "UPDATE jobs SET run_after = ?3 WHERE kind = ?1 AND key >= ?2 || '|' AND key < ?2 || '}' \
+                     AND lease_until IS NULL AND run_after < ?3",
+                )?
+                .execute(params![DELIVER, s, until])?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
     async fn retry_deliveries(&self, subscription: &str, event_id: Option<&str>, now_ms: i64) -> Result<u64> {
         let s = subscription.to_owned();
         let id = event_id.map(str::to_owned);

@@ -6,7 +6,9 @@ use ward_core::listing::{ListQuery, Page};
 use ward_core::uidp::Uidp;
 use ward_core::{Error, Result};
 
+use super::events::insert_event;
 use super::{SqliteStore, exists, insert_binding};
+use crate::events::Emit;
 use crate::people::{
     AccessRequestRecord, DeviceLoginRecord, GROUP_INVITE_TYPE, GROUP_MAPPING_TYPE, GroupInviteRecord,
     GroupMappingRecord, IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, IdentityProviderRecord, MAX_DEVICE_LOGINS,
@@ -94,7 +96,7 @@ fn upsert_person(c: &Connection, p: &PersonRecord) -> rusqlite::Result<usize> {
 
 #[async_trait]
 impl PeopleStore for SqliteStore {
-    async fn create_identity_provider(&self, r: &IdentityProviderRecord) -> Result<()> {
+    async fn create_identity_provider(&self, r: &IdentityProviderRecord, emit: Emit<()>) -> Result<()> {
         let r = r.clone();
         self.write("create identity provider", move |c| {
             let tx = c.savepoint()?;
@@ -116,6 +118,7 @@ impl PeopleStore for SqliteStore {
                     r.update_time
                 ],
             )?;
+            insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -150,6 +153,7 @@ impl PeopleStore for SqliteStore {
         uid: &Uidp,
         p: &IdentityProviderPatch,
         now_ms: i64,
+        emit: Emit<IdentityProviderRecord>,
     ) -> Result<IdentityProviderRecord> {
         let (key, p) = (uid.as_str().to_owned(), p.clone());
         let (issuer, oidc) = p.oidc.clone().unzip();
@@ -159,40 +163,48 @@ impl PeopleStore for SqliteStore {
         };
         let row = self
             .write("update identity provider", move |c| {
-                c.prepare_cached(&format!(
-                    "UPDATE identity_providers SET name = COALESCE(?1, name), \
+                let tx = c.savepoint()?;
+                let row = tx
+                    .prepare_cached(&format!(
+                        "UPDATE identity_providers SET name = COALESCE(?1, name), \
                      description = COALESCE(?2, description), default_role = COALESCE(?3, default_role), \
                      issuer = COALESCE(?4, issuer), oidc = COALESCE(?5, oidc), \
                      client_secret = CASE WHEN ?6 THEN ?7 ELSE client_secret END, \
                      update_time = CASE WHEN ?8 > update_time THEN ?8 ELSE update_time + 1 END \
                      WHERE uid = ?9 RETURNING {IDENTITY_PROVIDER_COLUMNS}"
-                ))?
-                .query_row(
-                    params![
-                        p.name,
-                        p.description,
-                        p.default_role,
-                        issuer,
-                        oidc,
-                        set_secret,
-                        secret,
-                        now_ms,
-                        key
-                    ],
-                    provider_from_row,
-                )
-                .optional()
+                    ))?
+                    .query_row(
+                        params![
+                            p.name,
+                            p.description,
+                            p.default_role,
+                            issuer,
+                            oidc,
+                            set_secret,
+                            secret,
+                            now_ms,
+                            key
+                        ],
+                        provider_from_row,
+                    )
+                    .optional()?;
+                if let Some(r) = &row {
+                    insert_event(&tx, &emit.record(r))?;
+                }
+                tx.commit()?;
+                Ok(row)
             })
             .await?;
         row.ok_or_else(|| Error::not_found(IDENTITY_PROVIDER_TYPE, uid.as_str()))
     }
 
-    async fn delete_identity_provider(&self, uid: &Uidp) -> Result<()> {
+    async fn delete_identity_provider(&self, uid: &Uidp, emit: Emit<()>) -> Result<()> {
         self.delete_by_uid(
             "delete identity provider",
             "identity_providers",
             IDENTITY_PROVIDER_TYPE,
             uid,
+            emit,
         )
         .await
     }
@@ -208,7 +220,7 @@ impl PeopleStore for SqliteStore {
         .await
     }
 
-    async fn create_group_mapping(&self, r: &GroupMappingRecord) -> Result<()> {
+    async fn create_group_mapping(&self, r: &GroupMappingRecord, emit: Emit<()>) -> Result<()> {
         let r = r.clone();
         self.write("create group mapping", move |c| {
             let tx = c.savepoint()?;
@@ -243,6 +255,7 @@ impl PeopleStore for SqliteStore {
                 ),
                 params![r.uid, r.parent_uid, r.name, r.role_uid, r.scope, r.create_time, r.update_time],
             )?;
+            insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -260,7 +273,7 @@ impl PeopleStore for SqliteStore {
         .await
     }
 
-    async fn delete_group_mappings(&self, uids: &[String]) -> Result<Vec<String>> {
+    async fn delete_group_mappings(&self, uids: &[String], emit: Emit<Vec<String>>) -> Result<Vec<String>> {
         let uids = uids.to_vec();
         self.write("delete group mappings", move |c| {
             let tx = c.savepoint()?;
@@ -269,6 +282,9 @@ impl PeopleStore for SqliteStore {
                 if tx.execute("DELETE FROM external_group_role_mappings WHERE uid = ?1", [&uid])? > 0 {
                     deleted.push(uid);
                 }
+            }
+            if !deleted.is_empty() {
+                insert_event(&tx, &emit.record(&deleted))?;
             }
             tx.commit()?;
             Ok(deleted)
@@ -300,7 +316,7 @@ impl PeopleStore for SqliteStore {
         .await
     }
 
-    async fn create_group_invite(&self, r: &GroupInviteRecord) -> Result<()> {
+    async fn create_group_invite(&self, r: &GroupInviteRecord, emit: Emit<()>) -> Result<()> {
         let r = r.clone();
         self.write("create group invite", move |c| {
             let tx = c.savepoint()?;
@@ -323,6 +339,7 @@ impl PeopleStore for SqliteStore {
                     r.update_time
                 ],
             )?;
+            insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -340,8 +357,8 @@ impl PeopleStore for SqliteStore {
         .await
     }
 
-    async fn delete_group_invite(&self, uid: &Uidp) -> Result<()> {
-        self.delete_by_uid("delete group invite", "group_invites", GROUP_INVITE_TYPE, uid)
+    async fn delete_group_invite(&self, uid: &Uidp, emit: Emit<()>) -> Result<()> {
+        self.delete_by_uid("delete group invite", "group_invites", GROUP_INVITE_TYPE, uid, emit)
             .await
     }
 
@@ -537,7 +554,14 @@ impl PeopleStore for SqliteStore {
         .await
     }
 
-    async fn accept_terms(&self, group: &Uidp, doc_ids: &[String], by: &str, now_ms: i64) -> Result<()> {
+    async fn accept_terms(
+        &self,
+        group: &Uidp,
+        doc_ids: &[String],
+        by: &str,
+        now_ms: i64,
+        emit: Emit<()>,
+    ) -> Result<()> {
         let (group, doc_ids, by) = (group.as_str().to_owned(), doc_ids.to_vec(), by.to_owned());
         self.write("accept terms", move |c| {
             let tx = c.savepoint()?;
@@ -551,6 +575,7 @@ impl PeopleStore for SqliteStore {
                     params![group, d, by, now_ms],
                 )?;
             }
+            insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })

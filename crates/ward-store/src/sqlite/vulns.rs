@@ -219,6 +219,13 @@ impl VulnStore for SqliteStore {
                         params![id, now_ms, lease],
                     )?;
                 }
+                JobEnd::Defer { at } => {
+                    c.execute(
+                        "UPDATE jobs SET lease_until = NULL, run_after = ?2, attempts = MAX(attempts - 1, 0) \
+                         WHERE id = ?1 AND lease_until = ?3",
+                        params![id, at, lease],
+                    )?;
+                }
                 JobEnd::Retry { at, error } => {
                     c.execute(
                         "UPDATE jobs SET lease_until = NULL, run_after = ?2, last_error = ?3 \

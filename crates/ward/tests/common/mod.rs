@@ -78,11 +78,20 @@ impl TestServer {
     /// Another server on the same database (a replica), with its own clock.
     /// Replicas share the server's secret key (it seals the signing keys).
     pub async fn replica(&self) -> Self {
+        self.replica_with(|_| {}).await
+    }
+
+    /// [`TestServer::replica`] after `configure` adjusts its config.
+    pub async fn replica_with(&self, configure: impl FnOnce(&mut ServerConfig)) -> Self {
         let key = match &self.config.secret_key {
             Some(k) => k.clone(),
             None => std::fs::read_to_string(self.config.data_dir.join("secret.key")).expect("the secret key file"),
         };
-        Self::start_shared_with(self.db.clone(), |c| c.secret_key = Some(key.trim().to_owned())).await
+        Self::start_shared_with(self.db.clone(), |c| {
+            c.secret_key = Some(key.trim().to_owned());
+            configure(c);
+        })
+        .await
     }
 
     /// Stops gracefully and starts again on the same database and data directory

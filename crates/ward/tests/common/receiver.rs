@@ -57,6 +57,13 @@ impl Receiver {
         })
     }
 
+    /// The next delivery within `wait`, if one comes.
+    pub async fn next_within(&mut self, wait: Duration) -> Option<Value> {
+        let line = tokio::time::timeout(wait, self.lines.next_line()).await.ok()?;
+        line.expect("read")
+            .map(|l| serde_json::from_str(&l).expect("the receiver prints JSON"))
+    }
+
     /// The next delivery (waiting up to a minute: retries back off).
     pub async fn next(&mut self) -> Value {
         let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())

@@ -15,7 +15,12 @@
 //! `Retry-After`), timeouts and connection errors are retried with
 //! exponential backoff and jitter for [`GIVE_UP_AFTER_MS`] from the event;
 //! then, or at once on any other answer, the delivery is kept as failed
-//! (retryable on demand). The lease makes exactly one replica deliver an
+//! (retryable on demand).
+//!
+//! One sink cannot crowd out the others: a subscription has at most
+//! [`PER_SUBSCRIPTION`] deliveries in flight on a server, and a sink that
+//! fails that way backs off as a whole (its queued deliveries wait with the
+//! failed one, instead of each taking a slot to fail again). The lease makes exactly one replica deliver an
 //! event at a time; a replica killed mid-delivery leaves it to another when
 //! the lease expires.
 
@@ -43,7 +48,11 @@ pub const GIVE_UP_AFTER_MS: i64 = 24 * 60 * 60 * 1000;
 /// The longest wait between attempts (and the most a `Retry-After` asks).
 pub const MAX_BACKOFF_MS: i64 = 60 * 60 * 1000;
 /// Deliveries in flight at once on one server.
-pub const IN_FLIGHT: usize = 16;
+pub const IN_FLIGHT: usize = 32;
+/// Deliveries in flight at once to one subscription, on one server.
+pub const PER_SUBSCRIPTION: usize = 4;
+/// How long a delivery waits for a busy subscription's slot.
+const BUSY_WAIT_MS: i64 = 250;
 /// How often an idle deliverer looks for due deliveries.
 const POLL: Duration = Duration::from_millis(200);
 /// Lifetime of a delivery's token: a receiver may check it a while later.
@@ -57,6 +66,7 @@ pub const AUDIENCE: &str = "customer";
 pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let permits = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+        let sinks = Arc::new(Sinks::default());
         loop {
             // Wait for a free slot, then claim as many as are free.
             let Ok(first) = permits.clone().acquire_owned().await else {
@@ -82,6 +92,13 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
             }
             let mut first = Some(first);
             for job in jobs {
+                let sub = job.key.split_once('|').map_or("", |(s, _)| s).to_owned();
+                if let Err(until) = sinks.enter(&sub, ward.clock.now_millis()) {
+                    if let Err(e) = ward.store.finish_job(&job, JobEnd::Defer { at: until }, until).await {
+                        tracing::warn!(error = %e.message(), "deferring an event delivery failed");
+                    }
+                    continue;
+                }
                 let permit = match first.take() {
                     Some(p) => p,
                     None => match permits.clone().acquire_owned().await {
@@ -89,9 +106,15 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
                         Err(_) => return,
                     },
                 };
-                let ward = ward.clone();
+                let (ward, sinks) = (ward.clone(), sinks.clone());
                 tokio::spawn(async move {
-                    let end = deliver(&ward, &job).await;
+                    let (end, down) = deliver(&ward, &job).await;
+                    sinks.leave(&sub, down);
+                    if let Some(until) = down
+                        && let Err(e) = ward.store.defer_deliveries(&sub, until).await
+                    {
+                        tracing::warn!(error = %e.message(), "deferring a sink's deliveries failed");
+                    }
                     if let Err(e) = ward.store.finish_job(&job, end, ward.clock.now_millis()).await {
                         tracing::warn!(error = %e.message(), "finishing an event delivery failed");
                     }
@@ -100,6 +123,47 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
             }
         }
     })
+}
+
+/// What this server knows of each subscription's sink: deliveries in
+/// flight, and until when it backs off. Only subscriptions with deliveries
+/// in flight or backing off have an entry.
+#[derive(Default)]
+struct Sinks(std::sync::Mutex<std::collections::HashMap<String, Sink>>);
+
+#[derive(Default)]
+struct Sink {
+    in_flight: usize,
+    paused_until: i64,
+}
+
+impl Sinks {
+    /// Takes a slot for a delivery to `sub`, or says until when to defer it.
+    fn enter(&self, sub: &str, now: i64) -> Result<(), i64> {
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let s = map.entry(sub.to_owned()).or_default();
+        if s.paused_until > now {
+            return Err(s.paused_until);
+        }
+        if s.in_flight >= PER_SUBSCRIPTION {
+            return Err(now + BUSY_WAIT_MS);
+        }
+        s.in_flight += 1;
+        Ok(())
+    }
+
+    /// Gives the slot back: the sink backs off until `down`, or (it
+    /// answered) not at all.
+    fn leave(&self, sub: &str, down: Option<i64>) {
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(s) = map.get_mut(sub) {
+            s.in_flight = s.in_flight.saturating_sub(1);
+            s.paused_until = down.map_or(0, |d| d.max(s.paused_until));
+            if s.in_flight == 0 && s.paused_until == 0 {
+                map.remove(sub);
+            }
+        }
+    }
 }
 
 /// Why an attempt failed.
@@ -124,30 +188,32 @@ impl Failure {
 }
 
 /// One attempt of one job: deliver, record what happened, say how the job
-/// ends.
-async fn deliver(ward: &Ward, job: &JobRecord) -> JobEnd {
+/// ends, and until when the sink backs off when it failed in a way worth
+/// retrying.
+async fn deliver(ward: &Ward, job: &JobRecord) -> (JobEnd, Option<i64>) {
     let now = ward.clock.now_millis();
-    let retry_soon = |error: String| JobEnd::Retry { at: now + 5_000, error };
+    let retry_soon = |error: String| (JobEnd::Retry { at: now + 5_000, error }, None);
     let Some((sub_uid, event_id)) = job.key.split_once('|') else {
-        return JobEnd::Done;
+        return (JobEnd::Done, None);
     };
     let Ok(uid) = Uidp::parse("subscription", sub_uid) else {
-        return JobEnd::Done;
+        return (JobEnd::Done, None);
     };
     let sub = match ward.store.get_subscription(&uid).await {
         Ok(Some(s)) => s,
         // Deleted meanwhile: nothing to deliver to.
-        Ok(None) => return JobEnd::Done,
+        Ok(None) => return (JobEnd::Done, None),
         Err(e) => return retry_soon(e.message()),
     };
     let event = match ward.store.get_logged_event(event_id).await {
         Ok(Some(e)) => e,
         // Pruned past the retention.
-        Ok(None) => return JobEnd::Done,
+        Ok(None) => return (JobEnd::Done, None),
         Err(e) => return retry_soon(e.message()),
     };
     let outcome = post(ward, &sub, &event).await;
     let now = ward.clock.now_millis();
+    let mut down = None;
     let (attempt, end) = match outcome {
         Ok(()) => (Attempt::Delivered { time: now }, JobEnd::Done),
         Err(f) => {
@@ -163,6 +229,9 @@ async fn deliver(ward: &Ward, job: &JobRecord) -> JobEnd {
                 error: f.error.clone(),
                 time: now,
             });
+            if f.retryable {
+                down = Some(now + delay);
+            }
             let end = if give_up {
                 JobEnd::Done
             } else {
@@ -185,7 +254,7 @@ async fn deliver(ward: &Ward, job: &JobRecord) -> JobEnd {
     if let Err(e) = ward.store.record_attempt(&sub.uid, attempt).await {
         tracing::warn!(error = %e.message(), "recording an event delivery failed");
     }
-    end
+    (end, down)
 }
 
 /// The wait before attempt `attempts + 1`: 1 s doubling to an hour, with
@@ -294,6 +363,25 @@ async fn post(ward: &Ward, sub: &SubscriptionRecord, e: &EventRecord) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sink_has_few_slots_and_backs_off_as_a_whole() {
+        let sinks = Sinks::default();
+        for _ in 0..PER_SUBSCRIPTION {
+            assert!(sinks.enter("a", 0).is_ok());
+        }
+        assert_eq!(sinks.enter("a", 0), Err(BUSY_WAIT_MS), "busy");
+        assert!(sinks.enter("b", 0).is_ok(), "another sink is not held up");
+        sinks.leave("a", Some(5_000));
+        assert_eq!(sinks.enter("a", 10), Err(5_000), "backing off");
+        for _ in 1..PER_SUBSCRIPTION {
+            sinks.leave("a", None);
+        }
+        assert!(sinks.enter("a", 10).is_ok(), "an answer ends the back-off");
+        sinks.leave("a", None);
+        sinks.leave("b", None);
+        assert!(sinks.0.lock().unwrap().is_empty(), "idle sinks are forgotten");
+    }
 
     #[test]
     fn backoff_doubles_with_jitter_up_to_an_hour() {

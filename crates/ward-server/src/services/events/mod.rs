@@ -42,6 +42,18 @@ pub mod types {
     pub const ADVISORY_EVENT_CREATED: &str = "dev.chainguard.api.vulnerabilities.advisory_event.created.v1";
     pub const ADVISORY_EVENT_UPDATED: &str = "dev.chainguard.api.vulnerabilities.advisory_event.updated.v1";
     pub const ADVISORY_EVENT_REVIEWED: &str = "dev.chainguard.api.vulnerabilities.advisory_event.reviewed.v1";
+    pub const IDENTITY_PROVIDER_CREATED: &str = "dev.chainguard.api.iam.identity_providers.created.v1";
+    pub const IDENTITY_PROVIDER_UPDATED: &str = "dev.chainguard.api.iam.identity_providers.updated.v1";
+    pub const IDENTITY_PROVIDER_DELETED: &str = "dev.chainguard.api.iam.identity_providers.deleted.v1";
+    pub const GROUP_MAPPING_CREATED: &str = "dev.chainguard.api.iam.external_group_role_mappings.created.v1";
+    pub const GROUP_MAPPING_DELETED: &str = "dev.chainguard.api.iam.external_group_role_mappings.deleted.v1";
+    pub const GROUP_MAPPINGS_DELETED: &str = "dev.chainguard.api.iam.external_group_role_mappings.deleted.batch.v1";
+    pub const GROUP_INVITE_CREATED: &str = "dev.chainguard.api.iam.group_invite.created.v1";
+    pub const GROUP_INVITE_DELETED: &str = "dev.chainguard.api.iam.group_invite.deleted.v1";
+    pub const ACCOUNT_ASSOCIATION_CREATED: &str = "dev.chainguard.api.iam.account_associations.created.v1";
+    pub const ACCOUNT_ASSOCIATION_UPDATED: &str = "dev.chainguard.api.iam.account_associations.updated.v1";
+    pub const ACCOUNT_ASSOCIATION_DELETED: &str = "dev.chainguard.api.iam.account_associations.deleted.v1";
+    pub const TERMS_ACCEPTED: &str = "dev.chainguard.api.iam.terms.accepted.v1";
     pub const SUBSCRIPTION_CREATED: &str = "dev.chainguard.api.events.subscription.created.v1";
     pub const SUBSCRIPTION_DELETED: &str = "dev.chainguard.api.events.subscription.deleted.v1";
 }

@@ -52,7 +52,11 @@ pub(crate) fn check_sink(sink: &str, policy: FetchPolicy) -> std::result::Result
         url::Host::Ipv6(a) => Some(a.into()),
         url::Host::Domain(_) => None,
     };
-    let loopback_name = matches!(host, url::Host::Domain(d) if d.eq_ignore_ascii_case("localhost"));
+    // `localhost` and every name below it are loopback (RFC 6761).
+    let loopback_name = matches!(host, url::Host::Domain(d) if {
+        let d = d.trim_end_matches('.').to_ascii_lowercase();
+        d == "localhost" || d.ends_with(".localhost")
+    });
     let loopback = loopback_name || ip.is_some_and(|a| a.is_loopback());
     match url.scheme() {
         "https" => {}
@@ -204,6 +208,8 @@ mod tests {
             "https://[fe80::1]/",
             "https://[::ffff:10.0.0.1]/",
             "https://localhost/",
+            "https://localhost./",
+            "https://hooks.localhost/",
             "http://127.0.0.1:8080/",
         ] {
             assert!(check_sink(bad, STRICT).is_err(), "{bad}");

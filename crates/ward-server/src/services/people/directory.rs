@@ -23,6 +23,7 @@ use ward_store::GROUP_TYPE;
 use ward_store::people::AccessRequestRecord;
 
 use crate::authz::Caller;
+use crate::services::events;
 use crate::ward::Ward;
 
 /// Most documents one AcceptTerms names.
@@ -207,13 +208,27 @@ impl Ward {
             }
         }
         self.authorize(caller, &rpc::ACCEPT_TERMS, &group)?;
+        let reply = AcceptTermsResponse {
+            group: group.as_str().to_owned(),
+            document_ids: req.document_ids.clone(),
+        };
+        let emit = self.created(
+            caller,
+            events::types::TERMS_ACCEPTED,
+            group.as_str(),
+            group.as_str(),
+            &reply,
+        );
         self.store
-            .accept_terms(&group, &req.document_ids, &caller.subject, self.clock.now_millis())
+            .accept_terms(
+                &group,
+                &req.document_ids,
+                &caller.subject,
+                self.clock.now_millis(),
+                emit,
+            )
             .await?;
-        Ok(AcceptTermsResponse {
-            group: group.into(),
-            document_ids: req.document_ids,
-        })
+        Ok(reply)
     }
 
     /// Acceptances at the group and at its ancestors, newest first.

@@ -23,6 +23,7 @@ use ward_store::people::{GROUP_INVITE_TYPE, GroupInviteRecord};
 
 use super::violation;
 use crate::authz::Caller;
+use crate::services::events;
 use crate::services::list::ListParams;
 use crate::ward::Ward;
 
@@ -174,8 +175,18 @@ impl Ward {
             role: role.into(),
             exp: record.expire_time.div_euclid(1000),
         })?;
-        self.store.create_group_invite(&record).await?;
-        self.invite_to_proto(record, Some(code)).await
+        let role = self.invite_role(&record.role_uid).await?;
+        // The event shows the invite without its code: the code is a
+        // credential, handed to its creator alone.
+        let emit = self.created(
+            caller,
+            events::types::GROUP_INVITE_CREATED,
+            &record.uid,
+            &record.parent_uid,
+            &invite_with_role(record.clone(), None, role.clone()),
+        );
+        self.store.create_group_invite(&record, emit).await?;
+        Ok(invite_with_role(record, Some(code), role))
     }
 
     pub async fn get_group_invite(&self, caller: &Caller, req: GetGroupInviteRequest) -> Result<GroupInvite> {
@@ -234,7 +245,13 @@ impl Ward {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.visible_invite(caller, &uid).await?;
         self.authorize(caller, &rpc::DELETE_GROUP_INVITE, &uid)?;
-        self.store.delete_group_invite(&uid).await
+        let emit = self.deleted(
+            caller,
+            events::types::GROUP_INVITE_DELETED,
+            uid.as_str(),
+            &Ward::event_group(uid.as_str()),
+        );
+        self.store.delete_group_invite(&uid, emit).await
     }
 
     /// Accepts an invite for the caller: binds them at the invite's group with

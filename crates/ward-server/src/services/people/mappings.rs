@@ -17,6 +17,7 @@ use ward_store::people::{GROUP_MAPPING_TYPE, GroupMappingRecord};
 
 use super::violation;
 use crate::authz::Caller;
+use crate::services::events;
 use crate::services::list::ListParams;
 use crate::ward::Ward;
 
@@ -91,8 +92,17 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        self.store.create_group_mapping(&record).await?;
-        Ok(to_proto(record))
+        let reply = to_proto(record.clone());
+        // A mapping's group is its identity provider's.
+        let emit = self.created(
+            caller,
+            events::types::GROUP_MAPPING_CREATED,
+            &record.uid,
+            &record.scope,
+            &reply,
+        );
+        self.store.create_group_mapping(&record, emit).await?;
+        Ok(reply)
     }
 
     pub async fn get_external_group_role_mapping(
@@ -140,9 +150,16 @@ impl Ward {
         req: DeleteExternalGroupRoleMappingRequest,
     ) -> Result<()> {
         let uid = Uidp::parse("uid", &req.uid)?;
-        self.visible_mapping(caller, &uid).await?;
+        let current = self.visible_mapping(caller, &uid).await?;
         self.authorize(caller, &rpc::DELETE_GROUP_MAPPING, &uid)?;
-        self.store.delete_group_mappings(&[uid.into()]).await?;
+        let emit = self.rendered(
+            caller,
+            events::types::GROUP_MAPPING_DELETED,
+            uid.as_str(),
+            &current.scope,
+            |_: &Vec<String>| serde_json::json!({}),
+        );
+        self.store.delete_group_mappings(&[uid.into()], emit).await?;
         Ok(())
     }
 
@@ -171,7 +188,24 @@ impl Ward {
             found.push(self.visible_mapping(caller, &uid).await?);
             uids.push(uid.into());
         }
-        let deleted = self.store.delete_group_mappings(&uids).await?;
+        let scope = found.first().map(|m| m.scope.clone()).unwrap_or_default();
+        let shown = found.clone();
+        let parent = idp.as_str().to_owned();
+        let emit = self.rendered(
+            caller,
+            events::types::GROUP_MAPPINGS_DELETED,
+            idp.as_str(),
+            &scope,
+            move |deleted: &Vec<String>| BatchDeleteExternalGroupRoleMappingsResponse {
+                parent,
+                external_group_role_mappings: shown
+                    .into_iter()
+                    .filter(|m| deleted.contains(&m.uid))
+                    .map(to_proto)
+                    .collect(),
+            },
+        );
+        let deleted = self.store.delete_group_mappings(&uids, emit).await?;
         Ok(BatchDeleteExternalGroupRoleMappingsResponse {
             parent: idp.into(),
             external_group_role_mappings: found

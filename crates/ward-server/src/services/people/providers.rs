@@ -20,6 +20,7 @@ use ward_store::people::{IDENTITY_PROVIDER_TYPE, IdentityProviderPatch, Identity
 use super::violation;
 use crate::authz::Caller;
 use crate::services::UpdateMask;
+use crate::services::events;
 use crate::services::list::ListParams;
 use crate::ward::Ward;
 
@@ -268,9 +269,17 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
-        self.store.create_identity_provider(&record).await?;
+        let reply = to_proto(record.clone())?;
+        let emit = self.created(
+            caller,
+            events::types::IDENTITY_PROVIDER_CREATED,
+            &record.uid,
+            &record.parent_uid,
+            &reply,
+        );
+        self.store.create_identity_provider(&record, emit).await?;
         tracing::info!(uid = %record.uid, issuer = %record.issuer, "identity provider created");
-        to_proto(record)
+        Ok(reply)
     }
 
     pub async fn get_identity_provider(
@@ -434,9 +443,16 @@ impl Ward {
         if mask.is_empty() {
             return to_proto(current);
         }
+        let emit = self.updated(
+            caller,
+            events::types::IDENTITY_PROVIDER_UPDATED,
+            uid.as_str(),
+            &Ward::event_group(uid.as_str()),
+            |r| to_proto(r).unwrap_or_default(),
+        );
         let record = self
             .store
-            .update_identity_provider(&uid, &patch, self.clock.now_millis())
+            .update_identity_provider(&uid, &patch, self.clock.now_millis(), emit)
             .await?;
         to_proto(record)
     }
@@ -445,6 +461,12 @@ impl Ward {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.visible_provider(caller, &uid).await?;
         self.authorize(caller, &rpc::DELETE_IDENTITY_PROVIDER, &uid)?;
-        self.store.delete_identity_provider(&uid).await
+        let emit = self.deleted(
+            caller,
+            events::types::IDENTITY_PROVIDER_DELETED,
+            uid.as_str(),
+            &Ward::event_group(uid.as_str()),
+        );
+        self.store.delete_identity_provider(&uid, emit).await
     }
 }

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Events benchmark: what the outbox costs a write, how fast deliveries drain,
+# and that a dead sink slows nothing down.
+#
+#   1. durable group creates (wrk, 16 connections) with no subscription;
+#   2. the same with one subscription whose sink is nginx answering 200 (every
+#      create also queues a delivery, in its transaction), then the time until
+#      the last queued delivery was delivered (deliveries/s);
+#   3. the same with the sink dead instead (a closed port): deliveries fail
+#      and back off; the writes must not slow down, and the backlog stops at
+#      its bound (10,000 per subscription).
+# nginx's POST rate on the same machine is the sink's ceiling.
+#
+#   bench/events.sh                 # SQLite (default)
+#   WARD_DATABASE=postgres://postgres@127.0.0.1:5432/wardbench_events bench/events.sh
+#
+# Needs wrk, nginx and python3. Environment: DURATION (default 10s),
+# BENCH_NO_BUILD (use the existing target/release/ward).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+WARD_PORT=${WARD_PORT:-18091}
+SINK_PORT=${SINK_PORT:-18092}
+DEAD_PORT=${DEAD_PORT:-18093}
+
+need() { command -v "$1" >/dev/null 2>&1; }
+if ! need wrk || ! need nginx; then
+  echo "installing wrk and nginx-light from Debian's packages…" >&2
+  apt-get update -qq && apt-get install -y -qq wrk nginx-light >/dev/null
+fi
+[ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release -q -p ward
+work=$(mktemp -d)
+cleanup() {
+  [ -n "${ward_pid:-}" ] && kill "$ward_pid" 2>/dev/null || true
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+WARD_LOG=warn ./target/release/ward server --listen "127.0.0.1:$WARD_PORT" --data-dir "$work/data" \
+  --allow-insecure-sinks ${WARD_DATABASE:+--database "$WARD_DATABASE"} >"$work/ward.out" 2>"$work/ward.err" &
+ward_pid=$!
+for _ in $(seq 1 100); do grep -q listening "$work/ward.out" 2>/dev/null && break; sleep 0.1; done
+api="http://127.0.0.1:$WARD_PORT"
+token=$(cat "$work/data/admin.token")
+auth=(-H "Authorization: Bearer $token" -H "Content-Type: application/json")
+
+# The sink: nginx taking a POST and answering 200.
+mkdir -p "$work/nginx"
+cat >"$work/nginx.conf" <<NGINX
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx;
+  uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
+  server { listen 127.0.0.1:$SINK_PORT; location / { return 200 'ok'; } }
+}
+NGINX
+nginx -c "$work/nginx.conf"
+for _ in $(seq 1 50); do curl -sf -X POST "http://127.0.0.1:$SINK_PORT/" >/dev/null && break; sleep 0.1; done
+
+json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+org=$(curl -sf "${auth[@]}" -d '{"name":"events-bench"}' "$api/iam/v2/groups" | json '["uid"]')
+team=$(curl -sf "${auth[@]}" -d '{"name":"team"}' "$api/iam/v2/groups/$org" | json '["uid"]')
+cat >"$work/create.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"name":"bench-create"}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+cat >"$work/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"actor":{"subject":"x"},"body":{}}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+
+# wrk → "rps p99_ms non2xx"
+run() {
+  wrk -t2 -c16 -d"$DURATION" --latency "$@" | tee -a "$work/wrk.log" | python3 -c '
+import re, sys
+t = sys.stdin.read()
+def ms(s):
+    v, u = re.match(r"([\d.]+)(us|ms|s)", s).groups()
+    return float(v) * {"us": 0.001, "ms": 1, "s": 1000}[u]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
+p99 = ms(re.search(r"^\s+99%\s+(\S+)", t, re.M).group(1))
+errs = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
+print(f"{rps:.0f} {p99:.2f} {errs.group(1) if errs else 0}")'
+}
+status() { curl -sf -H "Authorization: Bearer $token" "$api/events/v1/deliveries/$1"; }
+
+read -r sink_rps sink_p99 _ < <(run -s "$work/post.lua" "http://127.0.0.1:$SINK_PORT/")
+read -r none_rps none_p99 none_err < <(run -H "Authorization: Bearer $token" -s "$work/create.lua" "$api/iam/v2/groups/$team")
+
+sub=$(curl -sf "${auth[@]}" -d "{\"sink\":\"http://127.0.0.1:$SINK_PORT/hook\"}" "$api/events/v2/subscriptions/$org" | json '["uid"]')
+sleep 1
+before=$(status "$sub" | json '.get("delivered", "0")')
+start=$(date +%s.%N)
+read -r live_rps live_p99 live_err < <(run -H "Authorization: Bearer $token" -s "$work/create.lua" "$api/iam/v2/groups/$team")
+# Drain: until nothing is pending.
+for _ in $(seq 1 600); do
+  st=$(status "$sub")
+  pending=$(echo "$st" | json '.get("pending", "0")')
+  [ "$pending" = "0" ] && break
+  sleep 0.2
+done
+end=$(date +%s.%N)
+after=$(status "$sub" | json '.get("delivered", "0")')
+delivered=$((after - before))
+drain_rate=$(python3 -c "print(f'{$delivered/($end-$start):.0f}')")
+curl -sf -X DELETE -H "Authorization: Bearer $token" "$api/events/v2/subscriptions/$sub" >/dev/null
+
+dead=$(curl -sf "${auth[@]}" -d "{\"sink\":\"http://127.0.0.1:$DEAD_PORT/hook\"}" "$api/events/v2/subscriptions/$org" | json '["uid"]')
+read -r dead_rps dead_p99 dead_err < <(run -H "Authorization: Bearer $token" -s "$work/create.lua" "$api/iam/v2/groups/$team")
+dead_pending=$(status "$dead" | json '.get("pending", "0")')
+rss=$(ps -o rss= -p "$ward_pid" | awk '{print int($1/1024)}')
+
+backend=${WARD_DATABASE:+postgres}
+printf '\nWard events benchmark (%s; wrk -t2 -c16 -d%s; %s cores)\n\n' "${backend:-sqlite}" "$DURATION" "$(nproc)"
+printf '%-58s %10s %9s %7s\n' scenario 'req/s' 'p99 ms' 'non-2xx'
+printf '%-58s %10s %9s %7s\n' 'nginx taking a POST (the sink'"'"'s ceiling)' "$sink_rps" "$sink_p99" 0
+printf '%-58s %10s %9s %7s\n' 'create a group, no subscription' "$none_rps" "$none_p99" "$none_err"
+printf '%-58s %10s %9s %7s\n' 'create a group, one subscription (nginx sink)' "$live_rps" "$live_p99" "$live_err"
+printf '%-58s %10s %9s %7s\n' 'create a group, one subscription (dead sink)' "$dead_rps" "$dead_p99" "$dead_err"
+printf '\n%s deliveries, the last delivered %.1f s after the writes began: %s deliveries/s\n' \
+  "$delivered" "$(python3 -c "print($end-$start)")" "$drain_rate"
+printf 'dead sink: %s deliveries pending after the run (bound 10,000); server RSS %s MB\n' "$dead_pending" "$rss"
+python3 -c "print(f'with a subscription / without = {$live_rps/$none_rps:.2f}; dead sink / without = {$dead_rps/$none_rps:.2f}')" >&2
+python3 -c '
+import json, sys
+a = sys.argv[1:]
+print(json.dumps({"backend": a[0], "sink_post_rps": float(a[1]), "creates_no_subscription": float(a[2]),
+  "creates_one_subscription": float(a[3]), "creates_dead_sink": float(a[4]), "delivered": int(a[5]),
+  "deliveries_per_s": float(a[6]), "dead_sink_pending": int(a[7]), "rss_mb": int(a[8])}))' \
+  "${backend:-sqlite}" "$sink_rps" "$none_rps" "$live_rps" "$dead_rps" "$delivered" "$drain_rate" "$dead_pending" "$rss"
