@@ -29,6 +29,8 @@ pub const MAX_PAGE: u32 = 200;
 pub const MAX_PAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Most event types one query names.
 pub const MAX_TYPES: usize = 50;
+/// Longest event type, actor or page token accepted.
+pub const MAX_FILTER_LEN: usize = 200;
 /// Failed deliveries one status shows (newest first).
 pub const FAILED_SHOWN: u32 = 100;
 
@@ -98,6 +100,15 @@ impl Ward {
         let group = Uidp::parse("group", &req.group)?;
         if req.types.len() > MAX_TYPES {
             return Err(bad("types", format!("at most {MAX_TYPES} types")));
+        }
+        if req.types.iter().any(|t| t.len() > MAX_FILTER_LEN) || req.actor.len() > MAX_FILTER_LEN {
+            return Err(bad(
+                "types",
+                format!("an event type or actor is at most {MAX_FILTER_LEN} bytes"),
+            ));
+        }
+        if req.page_token.len() > MAX_FILTER_LEN {
+            return Err(bad("page_token", "page_token is not a token this listing issued"));
         }
         if req.page_size < 0 {
             return Err(bad("page_size", "page_size must not be negative"));
