@@ -244,6 +244,11 @@ pub async fn start(
         })
     };
     // Background work (inventories, reports, re-evaluation, backfill).
+    // The previous run's leases go before any worker claims (on SQLite a
+    // lease can only be this server's own, from before a crash).
+    if let Err(e) = ward.store.release_orphaned_leases().await {
+        tracing::warn!(error = %e.message(), "could not release the previous run's job leases");
+    }
     let worker = services::vulns::jobs::spawn(ward.clone());
     // Event deliveries (their own lane of the same queue).
     let deliverer = services::events::delivery::spawn(ward.clone());

@@ -86,6 +86,8 @@ pub struct Ward {
     pub vulns: crate::services::vulns::VulnState,
     /// Registry pull events waiting for their batched write.
     pub pulls: crate::services::events::registry::Pulls,
+    /// Event sinks' clients, each bound to its checked address.
+    pub(crate) sink_clients: crate::services::events::delivery::Clients,
 }
 
 /// How stale an identity's `lastSeenTime` may be: the exchange path writes
@@ -198,6 +200,7 @@ impl Ward {
                 .build(),
             vulns: crate::services::vulns::VulnState::default(),
             pulls: Default::default(),
+            sink_clients: Default::default(),
         })
     }
 

@@ -121,7 +121,9 @@ pub const MAX_SUBSCRIPTIONS_PER_GROUP: i64 = 16;
 /// Most deliveries queued for one subscription at once: the outbox's bound.
 /// Past it, a new event is not queued for that subscription (it stays in
 /// the event log, and the subscription's status shows the backlog at the
-/// bound), so a dead sink cannot grow the queue without limit.
+/// bound), so a dead sink cannot grow the queue without limit. The bound is
+/// checked by the deliverers every second ([`EventStore::refresh_backlogs`]),
+/// not on every write, so a burst may pass it by a second's writes.
 pub const MAX_PENDING_PER_SUBSCRIPTION: i64 = 10_000;
 
 /// The job key of `event`'s delivery to `subscription`.
@@ -202,6 +204,10 @@ pub trait EventStore {
     /// [`MAX_PENDING_PER_SUBSCRIPTION`]), and those that gave up, newest
     /// first, at most `limit`.
     async fn deliveries(&self, subscription: &str, limit: u32) -> Result<(i64, Vec<FailedDeliveryRecord>)>;
+    /// Marks each subscription whose queued deliveries reached
+    /// [`MAX_PENDING_PER_SUBSCRIPTION`] as backlogged (new events skip it),
+    /// and clears the mark of those below it.
+    async fn refresh_backlogs(&self) -> Result<()>;
     /// Moves the queued deliveries of `subscription` that would run before
     /// `until` to `until` (its sink is backing off); returns how many.
     async fn defer_deliveries(&self, subscription: &str, until: i64) -> Result<u64>;

@@ -335,3 +335,135 @@ async fn repo_writes_record_their_events() {
         );
     }
 }
+
+fn subscription(parent: &Uidp, sink: &str) -> ward_store::events::SubscriptionRecord {
+    ward_store::events::SubscriptionRecord {
+        uid: parent.new_child().into(),
+        parent_uid: parent.as_str().into(),
+        sink: sink.into(),
+        create_time: 1,
+        delivered: 0,
+        last_success_time: 0,
+        last_failure_time: 0,
+        last_failure_status: 0,
+        last_failure_error: String::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn customer_events_queue_deliveries_for_the_subscriptions_at_or_above_their_group() {
+    use ward_store::events::{Attempt, FailedDeliveryRecord, INTERNAL, MAX_SUBSCRIPTIONS_PER_GROUP};
+    use ward_store::vulns::{JobEnd, Lane};
+    for b in testing::stores().await {
+        let s = &b.store;
+        let name = b.name;
+        let (org, other) = (Uidp::new_root(), Uidp::new_root());
+        let team = org.new_child();
+        for (g, n) in [(&org, "org"), (&other, "other"), (&team, "team")] {
+            s.create_group(&group(g, n), None, testing::emit()).await.unwrap();
+        }
+        let at_org = subscription(&org, "https://a.example/");
+        let at_other = subscription(&other, "https://b.example/");
+        s.create_subscription(&at_org, testing::emit()).await.unwrap();
+        s.create_subscription(&at_other, testing::emit()).await.unwrap();
+
+        // A team event reaches the organization's subscription only; an
+        // internal one reaches none.
+        let event = head("ev-team", "t", &team, "a", 10);
+        let mut internal = head("ev-internal", "t", &team, "a", 11);
+        internal.audience = INTERNAL.into();
+        s.append_events(&[event, internal]).await.unwrap();
+        assert_eq!(s.deliveries(&at_org.uid, 10).await.unwrap().0, 1, "{name}");
+        assert_eq!(s.deliveries(&at_other.uid, 10).await.unwrap().0, 0, "{name}");
+        let jobs = s.claim_jobs(Lane::Deliveries, 100, 1000, 10).await.unwrap();
+        let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
+        assert_eq!(keys, [format!("{}|ev-team", at_org.uid)], "{name}");
+        assert!(
+            s.claim_jobs(Lane::Work, 100, 1000, 10).await.unwrap().is_empty(),
+            "{name}: deliveries have their own lane"
+        );
+
+        // Given up: kept as failed, and queued again on demand.
+        s.finish_job(&jobs[0], JobEnd::Done, 100).await.unwrap();
+        let failed = FailedDeliveryRecord {
+            subscription_uid: at_org.uid.clone(),
+            event_id: "ev-team".into(),
+            event_type: "t".into(),
+            attempts: 3,
+            status: 400,
+            error: "refused".into(),
+            time: 100,
+        };
+        let attempt = Attempt::Failed {
+            time: 100,
+            status: 400,
+            error: "refused".into(),
+            gave_up: Some(failed),
+        };
+        s.record_attempt(&at_org.uid, attempt).await.unwrap();
+        let (pending, kept) = s.deliveries(&at_org.uid, 10).await.unwrap();
+        assert_eq!((pending, kept.len()), (0, 1), "{name}");
+        assert_eq!(
+            s.retry_deliveries(&at_org.uid, Some("ev-team"), 200).await.unwrap(),
+            1,
+            "{name}"
+        );
+        let (pending, kept) = s.deliveries(&at_org.uid, 10).await.unwrap();
+        assert_eq!((pending, kept.len()), (1, 0), "{name}");
+
+        // A sink backing off: its queue waits until then.
+        assert_eq!(s.defer_deliveries(&at_org.uid, 10_000).await.unwrap(), 1, "{name}");
+        assert!(
+            s.claim_jobs(Lane::Deliveries, 9_999, 1000, 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{name}"
+        );
+        assert_eq!(
+            s.claim_jobs(Lane::Deliveries, 10_000, 1000, 10).await.unwrap().len(),
+            1,
+            "{name}"
+        );
+
+        // Deleting the subscription takes its deliveries with it.
+        let uid = Uidp::parse("uid", &at_org.uid).unwrap();
+        s.delete_subscription(&uid, testing::emit()).await.unwrap();
+        assert_eq!(s.deliveries(&at_org.uid, 10).await.unwrap().0, 0, "{name}");
+        assert!(matches!(
+            s.delete_subscription(&uid, testing::emit()).await,
+            Err(Error::NotFound { .. })
+        ));
+
+        // The outbox's bound: a full queue takes no more.
+        let full = subscription(&org, "https://full.example/");
+        s.create_subscription(&full, testing::emit()).await.unwrap();
+        let flood: Vec<EventRecord> = (0..ward_store::events::MAX_PENDING_PER_SUBSCRIPTION)
+            .map(|i| head(&format!("flood-{i}"), "t", &team, "a", 20))
+            .collect();
+        s.append_events(&flood).await.unwrap();
+        s.refresh_backlogs().await.unwrap();
+        s.append_events(&[head("one-more", "t", &team, "a", 21)]).await.unwrap();
+        let (pending, _) = s.deliveries(&full.uid, 10).await.unwrap();
+        assert_eq!(pending, ward_store::events::MAX_PENDING_PER_SUBSCRIPTION, "{name}");
+        assert_eq!(
+            s.defer_deliveries(&full.uid, 1_000_000).await.unwrap(),
+            ward_store::events::MAX_PENDING_PER_SUBSCRIPTION as u64,
+            "{name}: the one more was not queued"
+        );
+
+        // At most so many per group.
+        for i in 1..MAX_SUBSCRIPTIONS_PER_GROUP {
+            s.create_subscription(
+                &subscription(&other, &format!("https://b.example/{i}")),
+                testing::emit(),
+            )
+            .await
+            .unwrap();
+        }
+        let over = s
+            .create_subscription(&subscription(&other, "https://b.example/x"), testing::emit())
+            .await;
+        assert!(matches!(over, Err(Error::FailedPrecondition(_))), "{name}: {over:?}");
+    }
+}

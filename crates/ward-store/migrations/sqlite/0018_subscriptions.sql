@@ -11,7 +11,10 @@ CREATE TABLE subscriptions (
     last_success_time   INTEGER NOT NULL DEFAULT 0,
     last_failure_time   INTEGER NOT NULL DEFAULT 0,
     last_failure_status INTEGER NOT NULL DEFAULT 0,
-    last_failure_error  TEXT NOT NULL DEFAULT ''
+    last_failure_error  TEXT NOT NULL DEFAULT '',
+    -- 1 while the deliveries queued for it are at their bound: new events
+    -- are not queued for it (kept current by the deliverers, every second).
+    backlogged          INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX subscriptions_parent ON subscriptions (parent_uid);
 

@@ -47,18 +47,16 @@ pub(crate) async fn insert_event(c: &mut PgConnection, e: &EventRecord) -> Resul
     .await
     .map_err(|e| db_err("insert event", e))?;
     if e.audience == CUSTOMER {
-        sqlx::query(&format!(
+        sqlx::query(
             "INSERT INTO jobs (kind, key, run_after, create_time) \
-             SELECT $1, s.uid || '|' || $2, $3, $3 FROM subscriptions s WHERE s.parent_uid = ANY($4) \
-             AND (SELECT COUNT(*) FROM (SELECT 1 FROM jobs j WHERE j.{} LIMIT $5) backlog) < $5 \
+             SELECT $1, s.uid || '|' || $2, $3, $3 FROM subscriptions s \
+             WHERE s.parent_uid = ANY($4) AND s.backlogged = 0 \
              ON CONFLICT (kind, key) DO NOTHING",
-            deliveries_of("s.uid")
-        ))
+        )
         .bind(DELIVER)
         .bind(&e.id)
         .bind(e.time)
         .bind(receiving_groups(&e.group_uid))
-        .bind(MAX_PENDING_PER_SUBSCRIPTION)
         .execute(&mut *c)
         .await
         .map_err(|e| db_err("queue deliveries", e))?;
@@ -234,6 +232,22 @@ impl EventStore for PostgresStore {
         .await;
         let failed = read.done(r).map_err(|e| db_err("failed deliveries", e))?;
         Ok((pending, failed))
+    }
+
+    async fn refresh_backlogs(&self) -> Result<()> {
+        sqlx::query(&format!(
+            "UPDATE subscriptions s SET backlogged = b.full FROM \
+             (SELECT s2.uid, CASE WHEN (SELECT COUNT(*) FROM (SELECT 1 FROM jobs j WHERE j.{} LIMIT $1) x) >= $1 \
+              THEN 1 ELSE 0 END AS full \
+              FROM subscriptions s2) b \
+             WHERE b.uid = s.uid AND s.backlogged != b.full",
+            deliveries_of("s2.uid")
+        ))
+        .bind(MAX_PENDING_PER_SUBSCRIPTION)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| db_err("refresh backlogs", e))?;
+        Ok(())
     }
 
     async fn defer_deliveries(&self, subscription: &str, until: i64) -> Result<u64> {

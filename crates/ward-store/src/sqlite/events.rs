@@ -35,17 +35,13 @@ pub(crate) fn insert_event(c: &Connection, e: &EventRecord) -> rusqlite::Result<
     ])?;
     if e.audience == CUSTOMER {
         let groups = serde_json::to_string(&receiving_groups(&e.group_uid)).unwrap_or_else(|_| "[]".into());
-        // Keys of one subscription's deliveries sort between `uid|` and
-        // `uid}` ('}' follows '|'), so the backlog is counted on the index.
         c.prepare_cached(
             "INSERT INTO jobs (kind, key, run_after, create_time) \
              SELECT ?1, s.uid || '|' || ?2, ?3, ?3 FROM subscriptions s \
-             WHERE s.parent_uid IN (SELECT value FROM json_each(?4)) \
-             AND (SELECT COUNT(*) FROM (SELECT 1 FROM jobs j WHERE j.kind = ?1 AND j.key >= s.uid || '|' \
-                  AND j.key < s.uid || '}' LIMIT ?5)) < ?5 \
+             WHERE s.parent_uid IN (SELECT value FROM json_each(?4)) AND s.backlogged = 0 \
              ON CONFLICT (kind, key) DO NOTHING",
         )?
-        .execute(params![DELIVER, e.id, e.time, groups, MAX_PENDING_PER_SUBSCRIPTION])?;
+        .execute(params![DELIVER, e.id, e.time, groups])?;
     }
     Ok(())
 }
@@ -263,6 +259,21 @@ impl EventStore for SqliteStore {
                 .query_map(params![s, limit], failed_from_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok((pending, failed))
+        })
+        .await
+    }
+
+    async fn refresh_backlogs(&self) -> Result<()> {
+        // Keys of one subscription's deliveries sort between `uid|` and
+        // `uid}` ('}' follows '|'), so each backlog is counted on the index.
+        let full = "(SELECT COUNT(*) FROM (SELECT 1 FROM jobs j WHERE j.kind = ?1 \
+                    AND j.key >= subscriptions.uid || '|' AND j.key < subscriptions.uid || '}' LIMIT ?2)) >= ?2";
+        self.write("refresh backlogs", move |c| {
+            c.prepare_cached(&format!(
+                "UPDATE subscriptions SET backlogged = ({full}) WHERE backlogged != ({full})"
+            ))?
+            .execute(params![DELIVER, MAX_PENDING_PER_SUBSCRIPTION])
+            .map(drop)
         })
         .await
     }

@@ -53,12 +53,34 @@ pub const IN_FLIGHT: usize = 32;
 pub const PER_SUBSCRIPTION: usize = 4;
 /// How long a delivery waits for a busy subscription's slot.
 const BUSY_WAIT_MS: i64 = 250;
+/// How often a deliverer checks which subscriptions' queues are full.
+const BACKLOG_CHECK: Duration = Duration::from_secs(1);
 /// How often an idle deliverer looks for due deliveries.
 const POLL: Duration = Duration::from_millis(200);
 /// Lifetime of a delivery's token: a receiver may check it a while later.
 const TOKEN_LIFETIME_SECS: i64 = 5 * 60;
 /// The audience of delivery tokens, as receivers verify it.
 pub const AUDIENCE: &str = "customer";
+/// How long a sink's checked address (and its client's open connections)
+/// is reused before its name is resolved and checked again.
+const PINNED_FOR: Duration = Duration::from_secs(60);
+/// Sinks whose clients are kept at once.
+const PINNED_SINKS: u64 = 1_000;
+
+/// Clients bound to each sink's checked address, reused for
+/// [`PINNED_FOR`] so that deliveries share connections.
+pub struct Clients(moka::sync::Cache<String, Arc<ward_auth::upstream::Pinned>>);
+
+impl Default for Clients {
+    fn default() -> Self {
+        Clients(
+            moka::sync::Cache::builder()
+                .max_capacity(PINNED_SINKS)
+                .time_to_live(PINNED_FOR)
+                .build(),
+        )
+    }
+}
 
 /// Starts the deliverer; the handle stops it (deliveries in flight finish
 /// within [`ATTEMPT_TIMEOUT`] or are dropped with the runtime; their leases
@@ -67,7 +89,15 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let permits = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
         let sinks = Arc::new(Sinks::default());
+        let mut backlogs_checked = tokio::time::Instant::now();
         loop {
+            // The outbox's bound, kept off the write path.
+            if backlogs_checked.elapsed() >= BACKLOG_CHECK {
+                backlogs_checked = tokio::time::Instant::now();
+                if let Err(e) = ward.store.refresh_backlogs().await {
+                    tracing::warn!(error = %e.message(), "checking subscriptions' backlogs failed");
+                }
+            }
             // Wait for a free slot, then claim as many as are free.
             let Ok(first) = permits.clone().acquire_owned().await else {
                 return;
@@ -301,15 +331,24 @@ async fn post(ward: &Ward, sub: &SubscriptionRecord, e: &EventRecord) -> Result<
         .tokens
         .sign(&claims)
         .map_err(|err| Failure::unanswered(err.message()))?;
-    let pinned = ward_auth::upstream::pinned(&sub.sink, ward.sink_policy, ATTEMPT_TIMEOUT)
-        .await
-        .map_err(Failure::unanswered)?;
+    let pinned = match ward.sink_clients.0.get(&sub.sink) {
+        Some(p) => p,
+        None => {
+            let p = Arc::new(
+                ward_auth::upstream::pinned(&sub.sink, ward.sink_policy, ATTEMPT_TIMEOUT)
+                    .await
+                    .map_err(Failure::unanswered)?,
+            );
+            ward.sink_clients.0.insert(sub.sink.clone(), p.clone());
+            p
+        }
+    };
     let time = chrono::DateTime::from_timestamp_millis(e.time)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let request = pinned
         .client
-        .post(pinned.url)
+        .post(pinned.url.clone())
         .header("ce-id", &e.id)
         .header("ce-specversion", "1.0")
         .header("ce-source", &ward.api_url)
@@ -323,6 +362,8 @@ async fn post(ward: &Ward, sub: &SubscriptionRecord, e: &EventRecord) -> Result<
         .header(http::header::USER_AGENT, concat!("Ward/", env!("CARGO_PKG_VERSION")))
         .body(body);
     let mut resp = request.send().await.map_err(|err| {
+        // A failed connection is checked afresh next time.
+        ward.sink_clients.0.invalidate(&sub.sink);
         let why = if err.is_timeout() {
             format!("the sink did not answer within {} s", ATTEMPT_TIMEOUT.as_secs())
         } else if err.is_connect() {

@@ -28,9 +28,6 @@ const PAGE: u32 = 1000;
 /// Starts the worker loop; the handle stops it.
 pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        if let Err(e) = ward.store.release_orphaned_leases().await {
-            tracing::warn!(error = %e.message(), "could not release the previous run's job leases");
-        }
         if let Err(e) = ward.start_backfill().await {
             tracing::warn!(error = %e.message(), "could not queue the report backfill");
         }
