@@ -5,7 +5,10 @@
 #   1. durable group creates (wrk, 16 connections) with no subscription;
 #   2. the same with one subscription whose sink is nginx answering 200 (every
 #      create also queues a delivery, in its transaction), then the time until
-#      the last queued delivery was delivered (deliveries/s);
+#      the last queued delivery was delivered (deliveries/s), and each
+#      delivery's latency from its event's time (Ce-Time) to nginx taking it;
+#   2b. commit-to-delivery latency at a steady rate: 2,000 creates from one
+#      client, another subscription and sink;
 #   3. the same with the sink dead instead (a closed port): deliveries fail
 #      and back off; the writes must not slow down, and the backlog stops at
 #      its bound (10,000 per subscription).
@@ -23,6 +26,7 @@ DURATION=${DURATION:-10s}
 WARD_PORT=${WARD_PORT:-18091}
 SINK_PORT=${SINK_PORT:-18092}
 DEAD_PORT=${DEAD_PORT:-18093}
+LAT_PORT=${LAT_PORT:-18094}
 
 need() { command -v "$1" >/dev/null 2>&1; }
 if ! need wrk || ! need nginx; then
@@ -55,10 +59,11 @@ pid $work/nginx.pid;
 error_log $work/nginx/error.log;
 events { worker_connections 1024; }
 http {
-  access_log off;
+  log_format lat '\$msec \$http_ce_time';
   client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx;
   uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
-  server { listen 127.0.0.1:$SINK_PORT; location / { return 200 'ok'; } }
+  server { listen 127.0.0.1:$SINK_PORT; access_log $work/sink.log lat; location / { return 200 'ok'; } }
+  server { listen 127.0.0.1:$LAT_PORT; access_log $work/lat.log lat; location / { return 200 'ok'; } }
 }
 NGINX
 nginx -c "$work/nginx.conf"
@@ -114,6 +119,43 @@ delivered=$((after - before))
 drain_rate=$(python3 -c "print(f'{$delivered/($end-$start):.0f}')")
 curl -sf -X DELETE -H "Authorization: Bearer $token" "$api/events/v2/subscriptions/$sub" >/dev/null
 
+# Latency percentiles (ms) of a sink's access log: nginx's time of taking
+# each delivery minus the event's time (Ce-Time).
+latency() {
+  python3 - "$1" <<'PY'
+import sys, datetime
+lat = []
+for line in open(sys.argv[1]):
+    parts = line.split()
+    if len(parts) != 2 or parts[1] == "-":
+        continue
+    t = datetime.datetime.fromisoformat(parts[1].replace("Z", "+00:00")).timestamp()
+    lat.append((float(parts[0]) - t) * 1000)
+lat.sort()
+q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else 0
+print(f"{q(0.5):.1f} {q(0.99):.1f} {len(lat)}")
+PY
+}
+read -r load_p50 load_p99 _ < <(latency "$work/sink.log")
+
+# Steady: one client, 2,000 creates, its own subscription and sink.
+org2=$(curl -sf "${auth[@]}" -d '{"name":"events-latency"}' "$api/iam/v2/groups" | json '["uid"]')
+lat_sub=$(curl -sf "${auth[@]}" -d "{\"sink\":\"http://127.0.0.1:$LAT_PORT/hook\"}" "$api/events/v2/subscriptions/$org2" | json '["uid"]')
+python3 - "$api" "$token" "$org2" <<'PY'
+import json, sys, urllib.request
+api, token, org = sys.argv[1:]
+for i in range(2000):
+    req = urllib.request.Request(f"{api}/iam/v2/groups/{org}", data=json.dumps({"name": f"g{i}"}).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    urllib.request.urlopen(req).read()
+PY
+for _ in $(seq 1 100); do
+  [ "$(status "$lat_sub" | json '.get("pending", "0")')" = "0" ] && break
+  sleep 0.1
+done
+read -r lat_p50 lat_p99 lat_n < <(latency "$work/lat.log")
+curl -sf -X DELETE -H "Authorization: Bearer $token" "$api/events/v2/subscriptions/$lat_sub" >/dev/null
+
 dead=$(curl -sf "${auth[@]}" -d "{\"sink\":\"http://127.0.0.1:$DEAD_PORT/hook\"}" "$api/events/v2/subscriptions/$org" | json '["uid"]')
 read -r dead_rps dead_p99 dead_err < <(run -H "Authorization: Bearer $token" -s "$work/create.lua" "$api/iam/v2/groups/$team")
 dead_pending=$(status "$dead" | json '.get("pending", "0")')
@@ -128,6 +170,8 @@ printf '%-58s %10s %9s %7s\n' 'create a group, one subscription (nginx sink)' "$
 printf '%-58s %10s %9s %7s\n' 'create a group, one subscription (dead sink)' "$dead_rps" "$dead_p99" "$dead_err"
 printf '\n%s deliveries, the last delivered %.1f s after the writes began: %s deliveries/s\n' \
   "$delivered" "$(python3 -c "print($end-$start)")" "$drain_rate"
+printf 'latency, event to sink, under the 16-writer load: p50 %s ms, p99 %s ms\n' "$load_p50" "$load_p99"
+printf 'latency, event to sink, one writer (%s events): p50 %s ms, p99 %s ms\n' "$lat_n" "$lat_p50" "$lat_p99"
 printf 'dead sink: %s deliveries pending after the run (bound 10,000); server RSS %s MB\n' "$dead_pending" "$rss"
 python3 -c "print(f'with a subscription / without = {$live_rps/$none_rps:.2f}; dead sink / without = {$dead_rps/$none_rps:.2f}')" >&2
 python3 -c '
@@ -135,5 +179,8 @@ import json, sys
 a = sys.argv[1:]
 print(json.dumps({"backend": a[0], "sink_post_rps": float(a[1]), "creates_no_subscription": float(a[2]),
   "creates_one_subscription": float(a[3]), "creates_dead_sink": float(a[4]), "delivered": int(a[5]),
-  "deliveries_per_s": float(a[6]), "dead_sink_pending": int(a[7]), "rss_mb": int(a[8])}))' \
-  "${backend:-sqlite}" "$sink_rps" "$none_rps" "$live_rps" "$dead_rps" "$delivered" "$drain_rate" "$dead_pending" "$rss"
+  "deliveries_per_s": float(a[6]), "dead_sink_pending": int(a[7]), "rss_mb": int(a[8]),
+  "latency_load_p50_ms": float(a[9]), "latency_load_p99_ms": float(a[10]),
+  "latency_steady_p50_ms": float(a[11]), "latency_steady_p99_ms": float(a[12])}))' \
+  "${backend:-sqlite}" "$sink_rps" "$none_rps" "$live_rps" "$dead_rps" "$delivered" "$drain_rate" "$dead_pending" "$rss" \
+  "$load_p50" "$load_p99" "$lat_p50" "$lat_p99"

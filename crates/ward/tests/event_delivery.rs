@@ -524,3 +524,88 @@ async fn two_replicas_deliver_each_event_exactly_once() {
         assert!(ids.values().all(|n| *n == 1), "[{b}] none twice: {ids:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn subscriptions_and_the_audit_trail_follow_their_capabilities() {
+    for s in common::servers().await {
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "matrix").await);
+        let (_, sub) = s
+            .post(
+                &format!("/events/v2/subscriptions/{org}"),
+                json!({"sink": "https://hooks.example.com/matrix"}),
+            )
+            .await;
+        let sub = sub["uid"].as_str().unwrap().to_owned();
+        // (role, list+get, create+delete, retry, audit): 200, 403 or 404.
+        let rows: [(&str, u16, u16, u16, u16); 5] = [
+            ("viewer", 200, 403, 403, 403),
+            ("editor", 200, 200, 200, 403),
+            ("auditor", 200, 403, 403, 200),
+            ("owner", 200, 200, 200, 200),
+            ("", 404, 404, 404, 404),
+        ];
+        for (role, read, write, retry, audit) in rows {
+            let grants: Vec<(&str, &str)> = if role.is_empty() { vec![] } else { vec![(&org, role)] };
+            let (_, token) = person(
+                &s,
+                &format!("as-{}", if role.is_empty() { "none" } else { role }),
+                &grants,
+            )
+            .await;
+            let call = |m: Method, path: String, body: Option<Value>| {
+                let (s, token) = (&s, &token);
+                async move { s.call_as(token, m, &path, body).await }
+            };
+            let ctx = format!("[{b}] {}", if role.is_empty() { "no role" } else { role });
+            let (st, body) = call(Method::GET, format!("/events/v2/subscriptions/{sub}"), None).await;
+            assert_eq!(st.as_u16(), read, "{ctx} get: {body}");
+            let (st, body) = call(Method::GET, format!("/events/v1/deliveries/{sub}"), None).await;
+            assert_eq!(st.as_u16(), read, "{ctx} deliveries: {body}");
+            let (st, body) = call(
+                Method::POST,
+                format!("/events/v2/subscriptions/{org}"),
+                Some(json!({"sink": format!("https://hooks.example.com/{role}")})),
+            )
+            .await;
+            assert_eq!(st.as_u16(), write, "{ctx} create: {body}");
+            if st == StatusCode::OK {
+                let own = body["uid"].as_str().unwrap().to_owned();
+                let (st, body) = call(Method::DELETE, format!("/events/v2/subscriptions/{own}"), None).await;
+                assert_eq!(st.as_u16(), write, "{ctx} delete: {body}");
+            } else {
+                let (st, body) = call(Method::DELETE, format!("/events/v2/subscriptions/{sub}"), None).await;
+                assert_eq!(st.as_u16(), write, "{ctx} delete: {body}");
+            }
+            let (st, body) = call(
+                Method::POST,
+                "/events/v1/deliveries/retry".into(),
+                Some(json!({"subscription": sub})),
+            )
+            .await;
+            assert_eq!(st.as_u16(), retry, "{ctx} retry: {body}");
+            let (st, body) = call(Method::GET, format!("/events/v1/events?group={org}"), None).await;
+            assert_eq!(st.as_u16(), audit, "{ctx} audit: {body}");
+            // A listing shows only what the caller may list.
+            let (st, list) = call(
+                Method::GET,
+                format!("/events/v2/subscriptions?uidp.childrenOf={org}"),
+                None,
+            )
+            .await;
+            assert_eq!(st, StatusCode::OK, "{ctx} list: {list}");
+            let n = list["subscriptions"].as_array().map_or(0, Vec::len);
+            assert_eq!(n > 0, read == 200, "{ctx} list: {list}");
+        }
+        // A private sink is refused with a field violation naming the sink.
+        let (st, body) = s
+            .post(
+                &format!("/events/v2/subscriptions/{org}"),
+                json!({"sink": "https://10.1.2.3/hook"}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "[{b}] {body}");
+        let fields = common::field_violations(&body);
+        assert!(fields.iter().any(|(f, _)| f == "subscription.sink"), "[{b}] {fields:?}");
+    }
+}

@@ -281,6 +281,35 @@ async fn skopeo_copies_an_image_in_and_out_byte_for_byte() {
         assert_eq!(header(&headers, "docker-content-digest"), manifest, "[{b}] {headers:?}");
         assert_eq!(header(&headers, "content-type"), OCI_MANIFEST, "[{b}] {headers:?}");
 
+        // Each skopeo push and pull is in the organization's event log, with
+        // skopeo as the client (pulls are written in batches: poll).
+        for (t, at_least) in [("push", 2), ("pull", 3)] {
+            let mut by_skopeo = Vec::new();
+            for _ in 0..50 {
+                let (_, page) = s
+                    .get(&format!(
+                        "/events/v1/events?group={org}&types=dev.chainguard.registry.{t}.v1&pageSize=200"
+                    ))
+                    .await;
+                by_skopeo = page["events"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|e| serde_json::from_str::<serde_json::Value>(e["body"].as_str().unwrap()).unwrap())
+                    .filter(|body| body["user_agent"].as_str().is_some_and(|u| u.contains("skopeo")))
+                    .collect();
+                if by_skopeo.len() >= at_least {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            assert!(by_skopeo.len() >= at_least, "[{b}] skopeo's {t} events: {by_skopeo:?}");
+            for body in &by_skopeo {
+                assert_eq!(body["type"], "manifest", "[{b}] {body}");
+                assert_eq!(body["remote_address"], "127.0.0.1", "[{b}] {body}");
+            }
+        }
+
         let repo = format!("docker://{host}/{org}/app");
         let args = ["list-tags", "--tls-verify=false", "--creds", creds, &repo];
         let tags = run(sb.skopeo(&tools, &args), None, "list-tags").await.json("list-tags");

@@ -48,15 +48,17 @@ pub const GIVE_UP_AFTER_MS: i64 = 24 * 60 * 60 * 1000;
 /// The longest wait between attempts (and the most a `Retry-After` asks).
 pub const MAX_BACKOFF_MS: i64 = 60 * 60 * 1000;
 /// Deliveries in flight at once on one server.
-pub const IN_FLIGHT: usize = 32;
-/// Deliveries in flight at once to one subscription, on one server.
-pub const PER_SUBSCRIPTION: usize = 4;
+pub const IN_FLIGHT: usize = 64;
+/// Deliveries in flight at once to one subscription, on one server: a
+/// busy sink gets half the slots, never all of them.
+pub const PER_SUBSCRIPTION: usize = 32;
 /// How long a delivery waits for a busy subscription's slot.
 const BUSY_WAIT_MS: i64 = 250;
 /// How often a deliverer checks which subscriptions' queues are full.
 const BACKLOG_CHECK: Duration = Duration::from_secs(1);
-/// How often an idle deliverer looks for due deliveries.
-const POLL: Duration = Duration::from_millis(200);
+/// How often an idle deliverer looks for due deliveries: most of the
+/// latency from a write to its delivery on a quiet server.
+const POLL: Duration = Duration::from_millis(25);
 /// Lifetime of a delivery's token: a receiver may check it a while later.
 const TOKEN_LIFETIME_SECS: i64 = 5 * 60;
 /// The audience of delivery tokens, as receivers verify it.
@@ -138,15 +140,32 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
                 };
                 let (ward, sinks) = (ward.clone(), sinks.clone());
                 tokio::spawn(async move {
-                    let (end, down) = deliver(&ward, &job).await;
-                    sinks.leave(&sub, down);
-                    if let Some(until) = down
-                        && let Err(e) = ward.store.defer_deliveries(&sub, until).await
-                    {
-                        tracing::warn!(error = %e.message(), "deferring a sink's deliveries failed");
-                    }
-                    if let Err(e) = ward.store.finish_job(&job, end, ward.clock.now_millis()).await {
-                        tracing::warn!(error = %e.message(), "finishing an event delivery failed");
+                    let (end, down, attempt) = deliver(&ward, &job).await;
+                    let down = sinks.leave(&sub, down, ward.clock.now_millis());
+                    // The attempt, the job's end and the sink's back-off are
+                    // independent writes: at once, they share a commit.
+                    let record = async {
+                        match attempt {
+                            Some(a) => ward.store.record_attempt(&sub, a).await,
+                            None => Ok(()),
+                        }
+                    };
+                    let defer = async {
+                        match down {
+                            Some(until) => ward.store.defer_deliveries(&sub, until).await.map(drop),
+                            None => Ok(()),
+                        }
+                    };
+                    let finish = ward.store.finish_job(&job, end, ward.clock.now_millis());
+                    let (recorded, deferred, finished) = tokio::join!(record, defer, finish);
+                    for (what, r) in [
+                        ("recording an event delivery", recorded),
+                        ("deferring a sink's deliveries", deferred),
+                        ("finishing an event delivery", finished),
+                    ] {
+                        if let Err(e) = r {
+                            tracing::warn!(error = %e.message(), "{what} failed");
+                        }
                     }
                     drop(permit);
                 });
@@ -165,6 +184,10 @@ struct Sinks(std::sync::Mutex<std::collections::HashMap<String, Sink>>);
 struct Sink {
     in_flight: usize,
     paused_until: i64,
+    /// Failures since the sink last answered: its back-off grows with them
+    /// (not with any one delivery's attempts, since each probe may be a
+    /// different delivery).
+    failures: i64,
 }
 
 impl Sinks {
@@ -182,17 +205,32 @@ impl Sinks {
         Ok(())
     }
 
-    /// Gives the slot back: the sink backs off until `down`, or (it
-    /// answered) not at all.
-    fn leave(&self, sub: &str, down: Option<i64>) {
+    /// Gives the slot back. `down`: the delivery failed in a way worth
+    /// retrying and asks to wait until then; the sink then backs off until
+    /// that or its own back-off, whichever is later, and the new end of its
+    /// back-off is returned. No `down`: it answered, and any back-off ends.
+    fn leave(&self, sub: &str, down: Option<i64>, now: i64) -> Option<i64> {
         let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(s) = map.get_mut(sub) {
-            s.in_flight = s.in_flight.saturating_sub(1);
-            s.paused_until = down.map_or(0, |d| d.max(s.paused_until));
-            if s.in_flight == 0 && s.paused_until == 0 {
-                map.remove(sub);
+        let s = map.get_mut(sub)?;
+        s.in_flight = s.in_flight.saturating_sub(1);
+        let paused = match down {
+            Some(d) => {
+                s.failures += 1;
+                let until = d.max(now + backoff_ms(s.failures));
+                let longer = until > s.paused_until;
+                s.paused_until = s.paused_until.max(until);
+                longer.then_some(s.paused_until)
             }
+            None => {
+                s.failures = 0;
+                s.paused_until = 0;
+                None
+            }
+        };
+        if s.in_flight == 0 && s.paused_until == 0 {
+            map.remove(sub);
         }
+        paused
     }
 }
 
@@ -217,28 +255,29 @@ impl Failure {
     }
 }
 
-/// One attempt of one job: deliver, record what happened, say how the job
-/// ends, and until when the sink backs off when it failed in a way worth
-/// retrying.
-async fn deliver(ward: &Ward, job: &JobRecord) -> (JobEnd, Option<i64>) {
+/// One attempt of one job: deliver; say how the job ends, until when the
+/// sink backs off (when it failed in a way worth retrying), and what to
+/// record on the subscription.
+async fn deliver(ward: &Ward, job: &JobRecord) -> (JobEnd, Option<i64>, Option<Attempt>) {
     let now = ward.clock.now_millis();
-    let retry_soon = |error: String| (JobEnd::Retry { at: now + 5_000, error }, None);
+    let retry_soon = |error: String| (JobEnd::Retry { at: now + 5_000, error }, None, None);
     let Some((sub_uid, event_id)) = job.key.split_once('|') else {
-        return (JobEnd::Done, None);
+        return (JobEnd::Done, None, None);
     };
     let Ok(uid) = Uidp::parse("subscription", sub_uid) else {
-        return (JobEnd::Done, None);
+        return (JobEnd::Done, None, None);
     };
-    let sub = match ward.store.get_subscription(&uid).await {
+    let (sub, event) = tokio::join!(ward.store.get_subscription(&uid), ward.store.get_logged_event(event_id));
+    let sub = match sub {
         Ok(Some(s)) => s,
         // Deleted meanwhile: nothing to deliver to.
-        Ok(None) => return (JobEnd::Done, None),
+        Ok(None) => return (JobEnd::Done, None, None),
         Err(e) => return retry_soon(e.message()),
     };
-    let event = match ward.store.get_logged_event(event_id).await {
+    let event = match event {
         Ok(Some(e)) => e,
         // Pruned past the retention.
-        Ok(None) => return (JobEnd::Done, None),
+        Ok(None) => return (JobEnd::Done, None, None),
         Err(e) => return retry_soon(e.message()),
     };
     let outcome = post(ward, &sub, &event).await;
@@ -281,10 +320,7 @@ async fn deliver(ward: &Ward, job: &JobRecord) -> (JobEnd, Option<i64>) {
             )
         }
     };
-    if let Err(e) = ward.store.record_attempt(&sub.uid, attempt).await {
-        tracing::warn!(error = %e.message(), "recording an event delivery failed");
-    }
-    (end, down)
+    (end, down, Some(attempt))
 }
 
 /// The wait before attempt `attempts + 1`: 1 s doubling to an hour, with
@@ -413,14 +449,24 @@ mod tests {
         }
         assert_eq!(sinks.enter("a", 0), Err(BUSY_WAIT_MS), "busy");
         assert!(sinks.enter("b", 0).is_ok(), "another sink is not held up");
-        sinks.leave("a", Some(5_000));
+        assert_eq!(sinks.leave("a", Some(5_000), 0), Some(5_000));
         assert_eq!(sinks.enter("a", 10), Err(5_000), "backing off");
-        for _ in 1..PER_SUBSCRIPTION {
-            sinks.leave("a", None);
+        // Each failure backs the sink off longer, whichever delivery it was.
+        let mut last = 5_000;
+        for _ in 0..8 {
+            if let Some(until) = sinks.leave("a", Some(0), 0) {
+                assert!(until >= last, "{until} < {last}");
+                last = until;
+            }
+            assert!(sinks.enter("a", 0).is_err());
+            sinks.0.lock().unwrap().get_mut("a").unwrap().in_flight += 1;
         }
+        assert!(last >= 64_000, "backed off for {last} ms after 9 failures");
+        sinks.leave("a", None, 0);
         assert!(sinks.enter("a", 10).is_ok(), "an answer ends the back-off");
-        sinks.leave("a", None);
-        sinks.leave("b", None);
+        sinks.0.lock().unwrap().get_mut("a").unwrap().in_flight = 1;
+        sinks.leave("a", None, 0);
+        sinks.leave("b", None, 0);
         assert!(sinks.0.lock().unwrap().is_empty(), "idle sinks are forgotten");
     }
 
