@@ -278,11 +278,13 @@ pub trait AdvisoryStore: Send + Sync + 'static {
     /// Imports one document's advisories in one transaction; each outcome
     /// with the CGA id of the advisory it concerns (the stored one's when an
     /// import matched it).
+    /// `emit` is the import's event, rendered from the outcomes.
     async fn import_advisories(
         &self,
         parent_uid: &str,
         items: &[ImportItem],
         now_ms: i64,
+        emit: crate::events::Emit<Vec<(ImportOutcome, String)>>,
     ) -> Result<Vec<(ImportOutcome, String)>>;
 
     /// The advisory's flags, by code and field.

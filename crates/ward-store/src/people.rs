@@ -172,14 +172,15 @@ pub trait PeopleStore: Send + Sync {
     /// In one transaction: the invite must exist with `key_id` and not have
     /// expired (NOT_FOUND, FAILED_PRECONDITION); binds `binding.identity_uid`
     /// at the invite's group with its role unless already so bound; deletes a
-    /// single-use invite. Returns the invite as it was, and whether a binding
-    /// was added.
+    /// single-use invite; records `emit`. Returns the invite as it was, and
+    /// whether a binding was added.
     async fn accept_group_invite(
         &self,
         invite: &Uidp,
         key_id: &str,
         now_ms: i64,
         binding: &RoleBindingRecord,
+        emit: crate::events::Emit<()>,
     ) -> Result<(GroupInviteRecord, bool)>;
 
     /// A login: creates the identity unless it exists, else marks it seen;

@@ -265,7 +265,7 @@ async fn imports_are_idempotent_and_only_add_events() {
             approval: None,
         };
         let first = s
-            .import_advisories(g.as_str(), std::slice::from_ref(&item), T0)
+            .import_advisories(g.as_str(), std::slice::from_ref(&item), T0, testing::emit())
             .await
             .expect("import")
             .into_iter()
@@ -288,7 +288,7 @@ async fn imports_are_idempotent_and_only_add_events() {
             approval: None,
         };
         let second = s
-            .import_advisories(g.as_str(), std::slice::from_ref(&again), T0 + 1)
+            .import_advisories(g.as_str(), std::slice::from_ref(&again), T0 + 1, testing::emit())
             .await
             .expect("import")
             .into_iter()
@@ -309,7 +309,7 @@ async fn imports_are_idempotent_and_only_add_events() {
             approval: None,
         };
         let third = s
-            .import_advisories(g.as_str(), &[changed], T0 + 2)
+            .import_advisories(g.as_str(), &[changed], T0 + 2, testing::emit())
             .await
             .expect("import")
             .into_iter()
@@ -341,7 +341,7 @@ async fn imports_are_idempotent_and_only_add_events() {
             approval: None,
         };
         let out = s
-            .import_advisories(other.as_str(), &[stolen], T0 + 3)
+            .import_advisories(other.as_str(), &[stolen], T0 + 3, testing::emit())
             .await
             .expect("import")
             .into_iter()
@@ -369,7 +369,7 @@ async fn imports_are_idempotent_and_only_add_events() {
             approval: None,
         };
         let out = s
-            .import_advisories(g.as_str(), &[dup, twin], T0 + 4)
+            .import_advisories(g.as_str(), &[dup, twin], T0 + 4, testing::emit())
             .await
             .expect("import")
             .into_iter()
@@ -403,7 +403,7 @@ async fn advisories_known_by_a_legacy_id_are_matched_by_it() {
             }
         };
         let out = s
-            .import_advisories(g.as_str(), &[item("CGA-2345-6789-cfgh", true)], T0)
+            .import_advisories(g.as_str(), &[item("CGA-2345-6789-cfgh", true)], T0, testing::emit())
             .await
             .expect("import");
         assert_eq!(
@@ -415,7 +415,7 @@ async fn advisories_known_by_a_legacy_id_are_matched_by_it() {
         // Again, with another generated id: found by the legacy id, reported
         // under the stored CGA id.
         let out = s
-            .import_advisories(g.as_str(), &[item("CGA-3456-789c-fghj", true)], T0)
+            .import_advisories(g.as_str(), &[item("CGA-3456-789c-fghj", true)], T0, testing::emit())
             .await
             .expect("import");
         assert_eq!(
@@ -426,7 +426,7 @@ async fn advisories_known_by_a_legacy_id_are_matched_by_it() {
         );
         // A source with a CGA id of its own is never matched by legacy id.
         let out = s
-            .import_advisories(g.as_str(), &[item("CGA-4567-89cf-ghjm", false)], T0)
+            .import_advisories(g.as_str(), &[item("CGA-4567-89cf-ghjm", false)], T0, testing::emit())
             .await
             .expect("import");
         assert_eq!(
@@ -448,7 +448,7 @@ async fn advisories_known_by_a_legacy_id_are_matched_by_it() {
             PENDING,
         )];
         let out = s
-            .import_advisories(other.as_str(), &[theirs], T0)
+            .import_advisories(other.as_str(), &[theirs], T0, testing::emit())
             .await
             .expect("import");
         assert_eq!(

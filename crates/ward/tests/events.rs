@@ -291,6 +291,21 @@ async fn bindings_tags_pushes_pulls_and_advisories_record_their_events() {
         assert_eq!(event_body(&created[0])["id"], adv_id, "[{b}]");
         let added = of_type(&s, &org, "dev.chainguard.api.vulnerabilities.advisory_event.created.v1").await;
         assert_eq!(event_body(&added[0])["id"], ev_id, "[{b}]");
+        // An import of an advisory-schema document, with the CLI.
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/advisories/pyrite.advisories.yaml"
+        );
+        common::ward_run(&s, &s.token, &["advisories", "import", "--group", &org, fixture])
+            .await
+            .ok("advisories import");
+        let imported = of_type(&s, &org, "dev.chainguard.api.vulnerabilities.advisories.imported.v1").await;
+        let results = event_body(&imported[0])["results"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(!results.is_empty(), "[{b}] {imported:?}");
+        assert!(results.iter().all(|r| r["outcome"] == "CREATED"), "[{b}] {results:?}");
         let review = of_type(
             &s,
             &org,
@@ -362,6 +377,20 @@ async fn identity_providers_mappings_invites_and_terms_record_their_events() {
         let raw = invited[0]["body"].as_str().unwrap();
         assert!(!raw.contains(code), "[{b}] the code is not in the event: {raw}");
         assert_eq!(event_body(&invited[0])["uid"], invite["uid"], "[{b}]");
+        // Joining with it is Auth.Register's event, the joiner its actor.
+        let (joiner, joiner_token) = common::person(&s, "joiner", &[]).await;
+        let (st, session) = s
+            .call_as(
+                &joiner_token,
+                reqwest::Method::POST,
+                "/auth/v1/register",
+                Some(json!({"code": code})),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {session}");
+        let joined = of_type(&s, &org, "dev.chainguard.api.auth.registered.v1").await;
+        assert_eq!(joined[0]["actor"]["subject"], joiner, "[{b}]");
+        assert_eq!(event_body(&joined[0]), session, "[{b}] the body is the response");
 
         let (st, _) = s
             .post(&format!("/iam/v2/terms/{org}"), json!({"documentIds": ["tos.v1"]}))

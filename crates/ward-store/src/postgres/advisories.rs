@@ -508,6 +508,7 @@ impl AdvisoryStore for PostgresStore {
         parent_uid: &str,
         items: &[ImportItem],
         now_ms: i64,
+        emit: Emit<Vec<(ImportOutcome, String)>>,
     ) -> Result<Vec<(ImportOutcome, String)>> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "groups", parent_uid, "FOR SHARE").await? {
@@ -535,6 +536,7 @@ impl AdvisoryStore for PostgresStore {
                 Err(e) => return Err(e),
             }
         }
+        log_event(&mut tx, &emit.record(&out)).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))?;
         Ok(out)
     }

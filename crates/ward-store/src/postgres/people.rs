@@ -222,6 +222,7 @@ impl PeopleStore for PostgresStore {
         key_id: &str,
         now_ms: i64,
         binding: &RoleBindingRecord,
+        emit: Emit<()>,
     ) -> Result<(GroupInviteRecord, bool)> {
         let mut tx = self.begin().await?;
         // FOR UPDATE: two accepts of a single-use invite run one after the
@@ -276,6 +277,7 @@ impl PeopleStore for PostgresStore {
                 .await
                 .map_err(|e| db_err("delete group invite", e))?;
         }
+        insert_event(&mut tx, &emit.record(&())).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))?;
         Ok((inv, bound.is_none()))
     }

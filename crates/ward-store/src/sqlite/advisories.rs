@@ -524,6 +524,7 @@ impl AdvisoryStore for SqliteStore {
         parent_uid: &str,
         items: &[ImportItem],
         now_ms: i64,
+        emit: Emit<Vec<(ImportOutcome, String)>>,
     ) -> Result<Vec<(ImportOutcome, String)>> {
         let (parent, items) = (parent_uid.to_owned(), items.to_vec());
         self.write("import advisories", move |c| {
@@ -552,6 +553,7 @@ impl AdvisoryStore for SqliteStore {
                     Err(e) => return Err(e),
                 }
             }
+            log_event(&tx, &emit.record(&out))?;
             tx.commit()?;
             Ok(Ok(out))
         })

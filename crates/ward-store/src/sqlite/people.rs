@@ -379,6 +379,7 @@ impl PeopleStore for SqliteStore {
         key_id: &str,
         now_ms: i64,
         binding: &RoleBindingRecord,
+        emit: Emit<()>,
     ) -> Result<(GroupInviteRecord, bool)> {
         let (invite, key_id, binding) = (invite.as_str().to_owned(), key_id.to_owned(), binding.clone());
         self.write("accept group invite", move |c| {
@@ -429,6 +430,7 @@ impl PeopleStore for SqliteStore {
             if inv.single_use {
                 tx.execute("DELETE FROM group_invites WHERE uid = ?1", [&invite])?;
             }
+            insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok((inv, !bound)))
         })

@@ -138,9 +138,33 @@ impl Ward {
             while prepared.peek().is_some() {
                 let chunk: Vec<Prepared> = prepared.by_ref().take(STORE_CHUNK).collect();
                 let items: Vec<ImportItem> = chunk.iter().map(|p| p.item.clone()).collect();
+                // One event per transaction: which advisories it created,
+                // updated, left or refused, by id.
+                let emit = self.rendered(
+                    caller,
+                    crate::services::events::types::ADVISORIES_IMPORTED,
+                    parent.as_str(),
+                    parent.as_str(),
+                    |outcomes: &Vec<(ImportOutcome, String)>| {
+                        let results: Vec<serde_json::Value> = outcomes
+                            .iter()
+                            .map(|(o, id)| match o {
+                                ImportOutcome::Created => serde_json::json!({"advisoryId": id, "outcome": "CREATED"}),
+                                ImportOutcome::Updated => serde_json::json!({"advisoryId": id, "outcome": "UPDATED"}),
+                                ImportOutcome::Unchanged => {
+                                    serde_json::json!({"advisoryId": id, "outcome": "UNCHANGED"})
+                                }
+                                ImportOutcome::Rejected(why) => {
+                                    serde_json::json!({"advisoryId": id, "outcome": "REJECTED", "reason": why})
+                                }
+                            })
+                            .collect();
+                        serde_json::json!({ "results": results })
+                    },
+                );
                 let outcomes = self
                     .store
-                    .import_advisories(parent.as_str(), &items, self.clock.now_millis())
+                    .import_advisories(parent.as_str(), &items, self.clock.now_millis(), emit)
                     .await?;
                 self.on_advisories_changed(
                     parent.as_str(),

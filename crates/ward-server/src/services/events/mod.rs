@@ -53,7 +53,9 @@ pub mod types {
     pub const ACCOUNT_ASSOCIATION_CREATED: &str = "dev.chainguard.api.iam.account_associations.created.v1";
     pub const ACCOUNT_ASSOCIATION_UPDATED: &str = "dev.chainguard.api.iam.account_associations.updated.v1";
     pub const ACCOUNT_ASSOCIATION_DELETED: &str = "dev.chainguard.api.iam.account_associations.deleted.v1";
+    pub const REGISTERED: &str = "dev.chainguard.api.auth.registered.v1";
     pub const TERMS_ACCEPTED: &str = "dev.chainguard.api.iam.terms.accepted.v1";
+    pub const ADVISORIES_IMPORTED: &str = "dev.chainguard.api.vulnerabilities.advisories.imported.v1";
     pub const SUBSCRIPTION_CREATED: &str = "dev.chainguard.api.events.subscription.created.v1";
     pub const SUBSCRIPTION_DELETED: &str = "dev.chainguard.api.events.subscription.deleted.v1";
 }

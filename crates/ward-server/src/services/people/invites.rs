@@ -309,9 +309,20 @@ impl Ward {
             create_time: now,
             update_time: now,
         };
+        let reply = Session {
+            identity: caller.subject.clone(),
+            group: group.as_str().to_owned(),
+        };
+        let emit = self.created(
+            caller,
+            events::types::REGISTERED,
+            &caller.subject,
+            group.as_str(),
+            &reply,
+        );
         let (_, added) = self
             .store
-            .accept_group_invite(&invite, &code.kid, now, &binding)
+            .accept_group_invite(&invite, &code.kid, now, &binding, emit)
             .await
             .map_err(|e| match e {
                 Error::NotFound { .. } => gone(),
@@ -319,9 +330,6 @@ impl Ward {
             })?;
         self.grants_changed();
         tracing::info!(identity = %caller.subject, group = %group, added, "invite accepted");
-        Ok(Session {
-            identity: caller.subject.clone(),
-            group: group.into(),
-        })
+        Ok(reply)
     }
 }
