@@ -185,8 +185,7 @@ async fn list_advisories(State(w): State<Arc<Ward>>, Auth(c): Auth, mut q: Param
         event_types: enum_list(&mut q, "event_types", event_type)?,
         latest_event_type: match latest {
             None => None,
-            // UNSPECIFIED is no event type (the schema leaves it out).
-            Some(latest) => Some(event_type(&latest).filter(|v| *v != 0).ok_or_else(|| {
+            Some(latest) => Some(event_type(&latest).ok_or_else(|| {
                 Error::invalid(
                     "latest_event_type",
                     format!("unknown latest_event_type \"{}\"", ward_core::names::echo(&latest)),
