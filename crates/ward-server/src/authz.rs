@@ -4,8 +4,9 @@
 //! scope S when the caller has a binding at S or at an ancestor of S whose role
 //! includes it. A caller's grants (group → capabilities) are loaded with one
 //! indexed query and cached per identity for at most [`GRANTS_TTL`]. Role and
-//! binding changes on this server clear the cache at once; on another replica
-//! sharing the database they take effect within that bound. A check is then a
+//! binding changes clear the cache at once, on this server and (by a database
+//! notification, see `replicas`) on every replica sharing the database; the
+//! TTL bounds staleness only when a notification is lost. A check is then a
 //! walk over the scope's prefixes (its ancestors), with no tree walk and no
 //! binding scan.
 
@@ -139,7 +140,8 @@ impl Ward {
             self.grants_of(&claims.sub).await?
         };
         if !is_admin && let Some(roles) = &claims.roles {
-            // Roles ride in the token, but only while its person exists.
+            // Roles ride in the token, but only while its person exists (a
+            // deletion ends them at once, here and on every replica).
             if !self.identity_exists(&claims.sub).await? {
                 return Err(Error::Unauthenticated("the token's identity no longer exists".into()));
             }
@@ -164,8 +166,11 @@ impl Ward {
         if let Some(g) = self.grants_cache.get(subject) {
             return Ok(g);
         }
+        let epoch = self.access_epoch();
         let g = Arc::new(Grants::from_rows(self.store.grants(subject).await?));
-        self.grants_cache.insert(subject.to_owned(), g.clone());
+        if self.still_epoch(epoch) {
+            self.grants_cache.insert(subject.to_owned(), g.clone());
+        }
         Ok(g)
     }
 
@@ -175,6 +180,7 @@ impl Ward {
         if let Some(found) = self.session_role_caps.get(&key) {
             return Ok(found.is_some());
         }
+        let epoch = self.access_epoch();
         let found = match Uidp::parse("sub", uid) {
             // A pending person (bound before a first login) is no one yet.
             Ok(u) => self
@@ -184,7 +190,9 @@ impl Ward {
                 .is_some_and(|r| !(r.parent_uid.is_none() && r.relationship_type == 0 && r.issuer.is_empty())),
             Err(_) => false,
         };
-        self.session_role_caps.insert(key, found.then(String::new));
+        if self.still_epoch(epoch) {
+            self.session_role_caps.insert(key, found.then(String::new));
+        }
         Ok(found)
     }
 
@@ -196,11 +204,14 @@ impl Ward {
             let caps = match self.session_role_caps.get(&r.role) {
                 Some(c) => c,
                 None => {
+                    let epoch = self.access_epoch();
                     let caps = match Uidp::parse("role", &r.role) {
                         Ok(uid) => self.store.get_role(&uid).await?.map(|role| role.capabilities),
                         Err(_) => None,
                     };
-                    self.session_role_caps.insert(r.role.clone(), caps.clone());
+                    if self.still_epoch(epoch) {
+                        self.session_role_caps.insert(r.role.clone(), caps.clone());
+                    }
                     caps
                 }
             };
@@ -209,12 +220,6 @@ impl Ward {
             }
         }
         Ok(rows)
-    }
-
-    /// Forgets cached grants after a role or binding change on this server.
-    pub(crate) fn grants_changed(&self) {
-        self.grants_cache.invalidate_all();
-        self.session_role_caps.invalidate_all();
     }
 
     /// The capabilities `caller` holds at `scope` (everything, for the admin).

@@ -16,6 +16,7 @@ pub mod authz;
 pub mod config;
 mod grpc;
 mod oci;
+pub mod replicas;
 pub mod rest;
 pub mod serve;
 pub mod services;
@@ -253,6 +254,10 @@ pub async fn start(
     // Event deliveries (their own lane of the same queue).
     let deliverer = services::events::delivery::spawn(ward.clone());
     let pull_writer = services::events::registry::spawn_pull_writer(ward.clone());
+    // Other replicas' access changes (PostgreSQL).
+    let changes = replicas::spawn(ward.clone())
+        .await
+        .context("listening for other servers' changes")?;
     let task = tokio::spawn(async move {
         let stop = async move {
             tokio::select! {
@@ -266,6 +271,9 @@ pub async fn start(
         worker.abort();
         deliverer.abort();
         pull_writer.abort();
+        if let Some(c) = changes {
+            c.abort();
+        }
         served
     });
     Ok(Running {
@@ -300,7 +308,10 @@ pub async fn rotate_key(config: &ServerConfig) -> anyhow::Result<String> {
         .await
         .context("opening the database")?;
     let secret = server_secret(config)?;
-    Ok(ward_auth::rotate_key(store.as_ref(), &secret, SystemClock.now_millis()).await?)
+    let kid = ward_auth::rotate_key(store.as_ref(), &secret, SystemClock.now_millis()).await?;
+    // Running servers load the new key (and drop retired ones) now.
+    store.broadcast(replicas::KEYS).await?;
+    Ok(kid)
 }
 
 /// Marks an organization verified with its email domains (`ward admin

@@ -32,6 +32,8 @@ pub struct Ward {
     /// Where event deliveries may go (the token exchange's rules; loopback
     /// with `--dev`, anything with `--allow-insecure-sinks`).
     pub sink_policy: ward_auth::upstream::FetchPolicy,
+    /// Moves whenever cached access is dropped (see `replicas`).
+    pub(crate) access_epoch: std::sync::atomic::AtomicU64,
     /// Grants per identity, for at most `authz::GRANTS_TTL`.
     pub(crate) grants_cache: moka::sync::Cache<String, Arc<crate::authz::Grants>>,
     /// Compiled claim patterns by their text, at most [`PATTERN_CACHE_BYTES`]
@@ -155,6 +157,7 @@ impl Ward {
             allow_org_creation: false,
             upstream: ward_auth::upstream::Upstream::new(Default::default(), clock.clone()),
             sink_policy: Default::default(),
+            access_epoch: Default::default(),
             grants_cache,
             patterns: moka::sync::Cache::builder()
                 .weigher(|k: &String, v: &Arc<ward_core::pattern::Pattern>| {

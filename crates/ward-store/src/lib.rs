@@ -158,6 +158,20 @@ impl std::fmt::Debug for SigningKeyRecord {
     }
 }
 
+/// The topic [`Store::listen`] yields when notifications may have been lost:
+/// everything cached is stale.
+pub const EVERY_TOPIC: &str = "*";
+
+/// The error for a database a newer Ward has migrated: this one would not
+/// know its tables, so it refuses to start instead of misreading them.
+pub(crate) fn newer_schema(found: i64, known: i64) -> String {
+    format!(
+        "the database's schema is version {found}, newer than this ward knows (version {known}): \
+         it was written by a newer release; run that release (or newer), or restore a backup taken \
+         before the upgrade"
+    )
+}
+
 #[async_trait]
 pub trait Store:
     registry::RegistryStore
@@ -172,6 +186,22 @@ pub trait Store:
 {
     /// Whether the database answers (readiness).
     async fn ping(&self) -> Result<()>;
+
+    /// Tells every server sharing this database that what it cached about
+    /// `topic` is stale (PostgreSQL `NOTIFY`, delivered to each listener
+    /// once this returns). A no-op where one server owns the database.
+    async fn broadcast(&self, topic: &str) -> Result<()> {
+        let _ = topic;
+        Ok(())
+    }
+
+    /// The topics servers broadcast (this one's own included), as they
+    /// arrive; `None` where one server owns the database. After the
+    /// connection was lost (notifications may have been missed) it yields
+    /// [`EVERY_TOPIC`].
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<String>>> {
+        Ok(None)
+    }
 
     /// The setting `name`, storing `init` first if it is absent. Safe against
     /// concurrent first starts: every caller gets the value that won.

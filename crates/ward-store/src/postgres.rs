@@ -35,7 +35,13 @@ pub struct PostgresStore {
     reads: reads::Reads,
     /// Counts by the digest of their query: (change counters' sum, count).
     counts: moka::sync::Cache<[u8; 32], (i64, i64)>,
+    /// The `NOTIFY` channel of [`Store::broadcast`]: one per schema, so
+    /// deployments in other schemas of the database are not woken.
+    channel: String,
 }
+
+/// The prefix of the `NOTIFY` channel of [`Store::broadcast`].
+const NOTIFY_CHANNEL: &str = "ward_changes";
 
 /// Cached counts kept at most (about 60 bytes each).
 const COUNT_CACHE_ENTRIES: u64 = 10_000;
@@ -66,17 +72,37 @@ impl PostgresStore {
             .connect(url)
             .await
             .map_err(|e| db_err("connect to postgres", e))?;
-        sqlx::migrate!("./migrations/postgres")
+        let migrator = sqlx::migrate!("./migrations/postgres");
+        let known = migrator.iter().map(|m| m.version).max().unwrap_or(0);
+        // The newest version applied (an error: a new database, no table yet).
+        let applied: Option<i64> = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(&pool)
+            .await
+            .unwrap_or(None);
+        if let Some(found) = applied.filter(|v| *v > known) {
+            return Err(Error::internal(crate::newer_schema(found, known)));
+        }
+        migrator
             .run(&pool)
             .await
             .map_err(|e| Error::internal(format_args!("postgres migrations: {e}")))?;
         let options = url
             .parse::<sqlx::postgres::PgConnectOptions>()
             .map_err(|e| db_err("connect to postgres", e))?;
+        let schema: Option<String> = sqlx::query_scalar("SELECT current_schema()")
+            .fetch_one(&pool)
+            .await
+            .map_err(|e| db_err("connect to postgres", e))?;
+        // Channel names are identifiers: at most 63 bytes.
+        let mut channel = format!("{NOTIFY_CHANNEL}.{}", schema.unwrap_or_default());
+        while channel.len() > 63 {
+            channel.pop();
+        }
         Ok(Self {
             pool,
             reads: reads::Reads::connect(options, reads::READ_CONNECTIONS).await?,
             counts: moka::sync::Cache::new(COUNT_CACHE_ENTRIES),
+            channel,
         })
     }
 }
@@ -313,6 +339,43 @@ impl Store for PostgresStore {
             .await
             .map_err(|e| db_err("ping", e))?;
         Ok(())
+    }
+
+    async fn broadcast(&self, topic: &str) -> Result<()> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(&self.channel)
+            .bind(topic)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| db_err("broadcast", e))?;
+        Ok(())
+    }
+
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<String>>> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool)
+            .await
+            .map_err(|e| db_err("listen", e))?;
+        listener.listen(&self.channel).await.map_err(|e| db_err("listen", e))?;
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        tokio::spawn(async move {
+            loop {
+                let topic = match listener.try_recv().await {
+                    Ok(Some(n)) => n.payload().to_owned(),
+                    // The connection dropped (the next call reconnects and
+                    // listens again): whatever was sent meanwhile is lost.
+                    Ok(None) => crate::EVERY_TOPIC.to_owned(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "listening for other servers' changes failed; retrying");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        crate::EVERY_TOPIC.to_owned()
+                    }
+                };
+                if tx.send(topic).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Some(rx))
     }
 
     async fn setting_or_init(&self, name: &str, init: Vec<u8>) -> Result<Vec<u8>> {

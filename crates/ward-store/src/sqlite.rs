@@ -223,6 +223,12 @@ fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
     let result = (|| {
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let done: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if done > MIGRATIONS.len() {
+            return Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
+                Some(crate::newer_schema(done as i64, MIGRATIONS.len() as i64)),
+            ));
+        }
         for (i, m) in MIGRATIONS.iter().enumerate().skip(done) {
             tx.execute_batch(m)?;
             tx.pragma_update(None, "user_version", i + 1)?;

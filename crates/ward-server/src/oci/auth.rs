@@ -90,6 +90,7 @@ async fn pull_token(ward: &Ward, user: &str, pass: &str) -> OciResult<Arc<Claims
     {
         return Ok(c);
     }
+    let epoch = ward.access_epoch();
     let req = ExchangeRequest {
         audiences: vec![ward.tokens.registry_audience().to_owned()],
         identity: Some(user.to_owned()),
@@ -100,7 +101,9 @@ async fn pull_token(ward: &Ward, user: &str, pass: &str) -> OciResult<Arc<Claims
         .await
         .map_err(|e| unauthorized(&format!("the credentials were refused: {}", e.message())))?;
     let claims = verify(ward, &exchanged.token).await?;
-    ward.registry_logins.insert(key, claims.clone());
+    if ward.still_epoch(epoch) {
+        ward.registry_logins.insert(key, claims.clone());
+    }
     Ok(claims)
 }
 

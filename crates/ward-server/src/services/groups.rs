@@ -138,7 +138,7 @@ impl Ward {
         );
         self.store.create_group(&record, owner.as_ref(), emit).await?;
         if owner.is_some() {
-            self.grants_changed();
+            self.grants_changed().await;
         }
         Ok(to_proto(record))
     }
@@ -325,6 +325,8 @@ impl Ward {
         let uid = Uidp::parse("uid", &req.uid)?;
         self.authorize(caller, &rpc::DELETE_GROUP, &uid)?;
         let emit = self.deleted(caller, events::types::GROUP_DELETED, uid.as_str(), uid.as_str());
-        self.store.delete_group(&uid, emit).await
+        self.store.delete_group(&uid, emit).await?;
+        self.grants_changed().await;
+        Ok(())
     }
 }

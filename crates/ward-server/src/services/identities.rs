@@ -660,9 +660,9 @@ impl Ward {
             .delete_identity(&uid, emit)
             .await
             .map_err(|e| hide_bindings(caller, e, "identity"))?;
-        // Registry logins remembered for it end now (on other replicas
-        // within their one-minute memory).
-        self.registry_logins.invalidate_all();
+        // Its grants, its existence and registry logins remembered for it
+        // end now, here and on every replica.
+        self.grants_changed().await;
         Ok(())
     }
 }

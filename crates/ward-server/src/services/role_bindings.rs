@@ -341,7 +341,7 @@ impl Ward {
             records.push(self.new_binding(caller, &group, identity, role, &mut pending).await?);
         }
         self.write_bindings(caller, &records, &pending).await?;
-        self.grants_changed();
+        self.grants_changed().await;
         let mut role_bindings = Vec::with_capacity(records.len());
         for r in &records {
             let uid = Uidp::parse("uid", &r.uid)?;
@@ -370,7 +370,7 @@ impl Ward {
         let uid = Uidp::parse("uid", &record.uid)?;
         self.write_bindings(caller, std::slice::from_ref(&record), &pending)
             .await?;
-        self.grants_changed();
+        self.grants_changed().await;
         let b = self
             .store
             .get_binding(&uid)
@@ -465,7 +465,7 @@ impl Ward {
             .store
             .update_binding(&uid, role.as_str(), self.clock.now_millis(), emit)
             .await?;
-        self.grants_changed();
+        self.grants_changed().await;
         Ok(to_proto(updated))
     }
 
@@ -480,7 +480,7 @@ impl Ward {
         let group = Ward::event_group(uid.as_str());
         let emit = self.deleted(caller, events::types::ROLEBINDING_DELETED, uid.as_str(), &group);
         if self.store.delete_binding(&uid, emit).await? {
-            self.grants_changed();
+            self.grants_changed().await;
         }
         if let Some(identity) = identity {
             self.drop_unbound_pending(caller, &identity).await;

@@ -211,7 +211,7 @@ impl Ward {
             .store
             .update_role(&uid, &patch, self.clock.now_millis(), emit)
             .await?;
-        self.grants_changed();
+        self.grants_changed().await;
         Ok(to_proto(record))
     }
 
@@ -232,7 +232,7 @@ impl Ward {
             .delete_role(&uid, emit)
             .await
             .map_err(|e| super::hide_bindings(caller, e, "role"))?;
-        self.grants_changed();
+        self.grants_changed().await;
         Ok(())
     }
 }

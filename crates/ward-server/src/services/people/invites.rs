@@ -328,7 +328,7 @@ impl Ward {
                 Error::NotFound { .. } => gone(),
                 e => e,
             })?;
-        self.grants_changed();
+        self.grants_changed().await;
         tracing::info!(identity = %caller.subject, group = %group, added, "invite accepted");
         Ok(reply)
     }

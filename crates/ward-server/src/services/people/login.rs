@@ -732,7 +732,7 @@ impl Ward {
         };
         let created = self.store.record_login(&identity, &person, Some(&binding), now).await?;
         if created {
-            self.grants_changed();
+            self.grants_changed().await;
             tracing::info!(identity = %uid, idp = %idp.uid, "person registered at first login");
         }
         Ok(uid)
