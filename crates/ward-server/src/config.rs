@@ -10,6 +10,11 @@ pub struct ServerConfig {
     #[arg(long, env = "WARD_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
 
+    /// Serve Prometheus metrics at `/metrics` on this address (off unless
+    /// given; never on the public listener). Port 0 picks a free port.
+    #[arg(long, env = "WARD_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+
     /// Directory for the embedded database and the admin token.
     #[arg(long, env = "WARD_DATA_DIR", default_value = "./ward-data")]
     pub data_dir: PathBuf,
@@ -133,6 +138,7 @@ impl ServerConfig {
     pub fn new(listen: SocketAddr, data_dir: PathBuf) -> Self {
         Self {
             listen,
+            metrics_listen: None,
             data_dir,
             database: None,
             issuer_url: None,
@@ -193,6 +199,7 @@ impl std::fmt::Debug for ServerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerConfig")
             .field("listen", &self.listen)
+            .field("metrics_listen", &self.metrics_listen)
             .field("data_dir", &self.data_dir)
             .field(
                 "database",

@@ -21,6 +21,7 @@ pub mod rest;
 pub mod serve;
 pub mod services;
 pub mod status;
+pub mod telemetry;
 pub mod ward;
 
 pub use config::ServerConfig;
@@ -51,6 +52,10 @@ pub fn router(ward: Arc<Ward>) -> axum::Router {
     // Wrapped around the router once: `Router::layer` would wrap every route,
     // and a per-route middleware clones that route's handlers per request.
     let outer = tower::ServiceBuilder::new()
+        .layer(axum::middleware::from_fn_with_state(
+            methods.clone(),
+            telemetry::observe,
+        ))
         .layer(
             // Failures worth an ERROR are logged where they happen
             // (`status::log_internal`); a 501 for an unknown verb is not one.
@@ -133,13 +138,15 @@ fn server_secret(config: &ServerConfig) -> anyhow::Result<ward_auth::secret::Ser
 /// The registry's blob store: `--blob-store s3://…`, else the data directory.
 fn blob_store(config: &ServerConfig) -> anyhow::Result<Arc<dyn ward_blob::BlobStore>> {
     match config.blob_store.as_deref() {
-        Some(url) if url.starts_with("s3://") => Ok(Arc::new(ward_blob::S3Blobs::open(url)?)),
+        Some(url) if url.starts_with("s3://") => Ok(Arc::new(telemetry::MeteredBlobs(Arc::new(
+            ward_blob::S3Blobs::open(url)?,
+        )))),
         Some(other) => anyhow::bail!("--blob-store {other}: expected s3://bucket?endpoint=…"),
         None => {
             let dir = config.data_dir.join("registry");
             let blobs = ward_blob::LocalBlobs::open(&dir)
                 .with_context(|| format!("opening the blob store at {}", dir.display()))?;
-            Ok(Arc::new(blobs))
+            Ok(Arc::new(telemetry::MeteredBlobs(Arc::new(blobs))))
         }
     }
 }
@@ -166,6 +173,8 @@ fn write_admin_token(config: &ServerConfig, token: &str) -> anyhow::Result<std::
 /// A server running in this process (tests, and `ward server` itself).
 pub struct Running {
     pub addr: SocketAddr,
+    /// Where `/metrics` is served (`--metrics-listen`).
+    pub metrics_addr: Option<SocketAddr>,
     pub ward: Arc<Ward>,
     shutdown: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -197,6 +206,18 @@ pub async fn start(
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     let addr = listener.local_addr()?;
+    // The metrics address, bound before anything records.
+    let metrics_listener = match config.metrics_listen {
+        Some(at) => {
+            telemetry::install();
+            let l = tokio::net::TcpListener::bind(at)
+                .await
+                .with_context(|| format!("binding --metrics-listen {at}"))?;
+            Some(l)
+        }
+        None => None,
+    };
+    let metrics_addr = metrics_listener.as_ref().map(|l| l.local_addr()).transpose()?;
     let ward = open(config, addr, clock).await?;
     ward.store
         .set_setting(SETTING_ISSUER_URL, ward.tokens.issuer().as_bytes().to_vec())
@@ -258,6 +279,7 @@ pub async fn start(
     let changes = replicas::spawn(ward.clone())
         .await
         .context("listening for other servers' changes")?;
+    let metrics = metrics_listener.map(|l| telemetry::serve(l, ward.clone()));
     let task = tokio::spawn(async move {
         let stop = async move {
             tokio::select! {
@@ -271,13 +293,14 @@ pub async fn start(
         worker.abort();
         deliverer.abort();
         pull_writer.abort();
-        if let Some(c) = changes {
-            c.abort();
+        for task in [changes, metrics].into_iter().flatten() {
+            task.abort();
         }
         served
     });
     Ok(Running {
         addr,
+        metrics_addr,
         ward,
         shutdown: tx,
         task,
@@ -289,6 +312,9 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let running = start(&config, Arc::new(SystemClock), shutdown_signal()).await?;
     let api = format!("http://{}", running.addr);
     println!("ward listening on {api}");
+    if let Some(m) = running.metrics_addr {
+        println!("metrics at http://{m}/metrics");
+    }
     if config.dev {
         let token = running.ward.admin_token()?;
         println!("# Development mode. To use this server from a shell:");

@@ -158,6 +158,19 @@ impl std::fmt::Debug for SigningKeyRecord {
     }
 }
 
+/// Records one query's latency (`ward_db_query_duration_seconds`); `op` is
+/// a fixed name from the code, never from a request, so the label stays
+/// bounded. Free when no metrics recorder is installed.
+pub(crate) fn observe_query(backend: &'static str, kind: &'static str, op: &'static str, started: std::time::Instant) {
+    metrics::histogram!(
+        "ward_db_query_duration_seconds",
+        "backend" => backend,
+        "kind" => kind,
+        "op" => op
+    )
+    .record(started.elapsed().as_secs_f64());
+}
+
 /// The topic [`Store::listen`] yields when notifications may have been lost:
 /// everything cached is stale.
 pub const EVERY_TOPIC: &str = "*";
@@ -202,6 +215,10 @@ pub trait Store:
     async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<String>>> {
         Ok(None)
     }
+
+    /// Sets the gauges only a look at the store tells (connection pools),
+    /// when metrics are scraped.
+    fn observe(&self) {}
 
     /// The setting `name`, storing `init` first if it is absent. Safe against
     /// concurrent first starts: every caller gets the value that won.

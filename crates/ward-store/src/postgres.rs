@@ -207,7 +207,11 @@ impl PostgresStore {
     }
 
     async fn begin(&self) -> Result<Tx> {
-        self.pool.begin().await.map_err(|e| db_err("begin", e))
+        let started = std::time::Instant::now();
+        let tx = self.pool.begin().await.map_err(|e| db_err("begin", e));
+        // A pooled connection's wait plus BEGIN: how busy the pool is.
+        crate::observe_query("postgres", "begin", "begin", started);
+        tx
     }
 
     async fn get_one<R>(&self, table: &str, columns: &str, uid: &Uidp) -> Result<Option<R>>
@@ -376,6 +380,12 @@ impl Store for PostgresStore {
             }
         });
         Ok(Some(rx))
+    }
+
+    fn observe(&self) {
+        let (size, idle) = (self.pool.size() as f64, self.pool.num_idle() as f64);
+        metrics::gauge!("ward_db_pool_connections", "state" => "idle").set(idle);
+        metrics::gauge!("ward_db_pool_connections", "state" => "in_use").set(size - idle);
     }
 
     async fn setting_or_init(&self, name: &str, init: Vec<u8>) -> Result<Vec<u8>> {

@@ -450,6 +450,7 @@ impl SqliteStore {
         context: &'static str,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T> {
+        let started = std::time::Instant::now();
         let mut f = Some(f);
         let r = match self.readers.try_run(&mut f) {
             Some(r) => r,
@@ -460,6 +461,7 @@ impl SqliteStore {
                     .map_err(|e| err(context, e))?
             }
         };
+        crate::observe_query("sqlite", "read", context, started);
         r.map_err(|e| err(context, e))
     }
 }

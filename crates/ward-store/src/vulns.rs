@@ -146,6 +146,9 @@ pub trait VulnStore: Send + Sync + 'static {
     async fn finish_job(&self, job: &JobRecord, end: JobEnd, now_ms: i64) -> Result<()>;
     /// Jobs queued or running, by kind (for operators and the backfill's progress).
     async fn job_counts(&self) -> Result<Vec<(String, i64)>>;
+    /// Jobs queued or running by kind, with the oldest one's `run_after`
+    /// (how far behind the queue is, for metrics).
+    async fn job_backlog(&self) -> Result<Vec<(String, i64, i64)>>;
     /// `(manifests, manifests with an inventory)`: the backfill's progress.
     async fn inventory_progress(&self) -> Result<(i64, i64)>;
 

@@ -83,8 +83,9 @@ pub struct Methods {
     by_root: std::collections::HashMap<String, Vec<Keyed>>,
 }
 
-/// A documented template, its weight (specificity) and its method.
-type Keyed = (super::transcode::Template, usize, http::Method);
+/// A documented template, its weight (specificity), its method and its
+/// text (the metrics' route label).
+type Keyed = (super::transcode::Template, usize, http::Method, Arc<str>);
 
 /// How many leading literal segments key a template: three tell
 /// `/iam/v2/groups/…` from the other collections under `/iam/v2`, so a
@@ -102,10 +103,10 @@ impl Methods {
     pub fn new(endpoints: &[Endpoint]) -> Self {
         let mut by_root: std::collections::HashMap<_, Vec<_>> = Default::default();
         for e in endpoints {
-            let (method, template) = match e {
-                Endpoint::Rpc(b) => (b.method.clone(), b.path.to_owned()),
+            let (method, template, text) = match e {
+                Endpoint::Rpc(b) => (b.method.clone(), b.path.to_owned(), b.path.to_owned()),
                 // A raw variable may hold slashes (an OCI repository name).
-                Endpoint::Raw(r) => (r.method.clone(), r.path.replace('}', "=**}")),
+                Endpoint::Raw(r) => (r.method.clone(), r.path.replace('}', "=**}"), r.path.clone()),
             };
             let literal = template
                 .trim_start_matches('/')
@@ -116,7 +117,10 @@ impl Methods {
             let key = first_segments(&template, literal.max(1)).to_owned();
             let parsed = super::transcode::Template::parse(&template);
             let weight = parsed.weight();
-            by_root.entry(key).or_default().push((parsed, weight, method));
+            by_root
+                .entry(key)
+                .or_default()
+                .push((parsed, weight, method, text.into()));
         }
         Methods { by_root }
     }
@@ -125,15 +129,35 @@ impl Methods {
     /// no documented template matches it. Runs on every request: the path is
     /// split once, and nothing else allocates unless a template matches.
     pub fn allowed(&self, path: &str) -> Option<Vec<http::Method>> {
-        // A template keyed by k segments can only match a path whose first
-        // k segments are its key.
+        decide(self.candidates(path), path)
+    }
+
+    /// The templates that may match `path`: a template keyed by k segments
+    /// can only match a path whose first k segments are its key.
+    fn candidates<'a>(&'a self, path: &'a str) -> impl Iterator<Item = &'a Keyed> + 'a {
         let mut keys: [&str; KEY_SEGMENTS] = [""; KEY_SEGMENTS];
         for (n, key) in keys.iter_mut().enumerate() {
             *key = first_segments(path, n + 1);
         }
-        let distinct = (0..KEY_SEGMENTS).take_while(|&n| n == 0 || keys[n] != keys[n - 1]);
-        let candidates = distinct.flat_map(|n| self.by_root.get(keys[n]).into_iter().flatten());
-        decide(candidates, path)
+        (0..KEY_SEGMENTS)
+            .take_while(move |&n| n == 0 || keys[n] != keys[n - 1])
+            .flat_map(move |n| self.by_root.get(keys[n]).into_iter().flatten())
+    }
+
+    /// The documented template `method` (HEAD as GET) at `path` is served
+    /// by, as the document writes it: what metrics label a request with.
+    pub fn route(&self, method: &http::Method, path: &str) -> Option<Arc<str>> {
+        let method = if method == http::Method::HEAD {
+            &http::Method::GET
+        } else {
+            method
+        };
+        let parts: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+        let utf8 = super::transcode::Template::utf8_parts(&parts);
+        self.candidates(path)
+            .filter(|(t, _, m, _)| m == method && t.fits(&parts, &utf8))
+            .max_by_key(|(_, w, _, _)| *w)
+            .map(|(_, _, _, text)| text.clone())
     }
 }
 
@@ -144,7 +168,7 @@ fn decide<'a>(candidates: impl Iterator<Item = &'a Keyed>, path: &str) -> Option
     let utf8 = super::transcode::Template::utf8_parts(&parts);
     let mut best = 0;
     let mut methods: Vec<http::Method> = Vec::new();
-    for (t, w, m) in candidates {
+    for (t, w, m, _) in candidates {
         if *w < best || !t.fits(&parts, &utf8) {
             continue;
         }

@@ -245,6 +245,12 @@ impl Ward {
     }
 
     pub async fn exchange(&self, authorization: Option<&str>, req: ExchangeRequest) -> Result<Exchanged> {
+        let r = self.exchange_checked(authorization, req).await;
+        metrics::counter!("ward_token_exchanges_total", "outcome" => crate::telemetry::outcome(&r)).increment(1);
+        r
+    }
+
+    async fn exchange_checked(&self, authorization: Option<&str>, req: ExchangeRequest) -> Result<Exchanged> {
         let now_ms = self.clock.now_millis();
         let raw = authorization
             .and_then(ward_auth::bearer)

@@ -34,8 +34,8 @@ struct Slot {
     suspect: bool,
 }
 
-/// A borrowed read connection.
-pub(super) struct Read<'a>(tokio::sync::MutexGuard<'a, Slot>);
+/// A borrowed read connection, and when its query started.
+pub(super) struct Read<'a>(tokio::sync::MutexGuard<'a, Slot>, std::time::Instant);
 
 impl Reads {
     /// Opens `n` connections.
@@ -70,7 +70,7 @@ impl Reads {
                 .map_err(|e| db_err("connect to postgres", e))?;
             slot.suspect = false;
         }
-        Ok(Read(slot))
+        Ok(Read(slot, std::time::Instant::now()))
     }
 }
 
@@ -79,6 +79,7 @@ impl Read<'_> {
     /// [`Read::done`].
     pub(super) fn conn(&mut self) -> &mut PgConnection {
         self.0.suspect = true;
+        self.1 = std::time::Instant::now();
         &mut self.0.conn
     }
 
@@ -86,6 +87,7 @@ impl Read<'_> {
     /// failed: it is fine after rows or an error the database sent, not after
     /// an I/O or protocol failure.
     pub(super) fn done<T>(&mut self, r: sqlx::Result<T>) -> sqlx::Result<T> {
+        crate::observe_query("postgres", "read", "read", self.1);
         if matches!(
             &r,
             Ok(_) | Err(sqlx::Error::Database(_) | sqlx::Error::RowNotFound | sqlx::Error::ColumnDecode { .. })

@@ -151,6 +151,13 @@ impl VulnStore for PostgresStore {
         tx.commit().await.map_err(|e| db_err("finish job", e))
     }
 
+    async fn job_backlog(&self) -> Result<Vec<(String, i64, i64)>> {
+        sqlx::query_as("SELECT kind, COUNT(*), MIN(run_after) FROM jobs GROUP BY kind ORDER BY kind")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| db_err("job backlog", e))
+    }
+
     async fn job_counts(&self) -> Result<Vec<(String, i64)>> {
         sqlx::query_as("SELECT kind, COUNT(*) FROM jobs GROUP BY kind ORDER BY kind")
             .fetch_all(&self.pool)

@@ -239,6 +239,15 @@ impl VulnStore for SqliteStore {
         .await
     }
 
+    async fn job_backlog(&self) -> Result<Vec<(String, i64, i64)>> {
+        self.read("job backlog", |c| {
+            c.prepare_cached("SELECT kind, COUNT(*), MIN(run_after) FROM jobs GROUP BY kind ORDER BY kind")?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect()
+        })
+        .await
+    }
+
     async fn job_counts(&self) -> Result<Vec<(String, i64)>> {
         self.read("job counts", |c| {
             c.prepare_cached("SELECT kind, COUNT(*) FROM jobs GROUP BY kind ORDER BY kind")?

@@ -97,14 +97,19 @@ impl Writer {
                 }),
             }
         });
+        let started = std::time::Instant::now();
         match tokio::time::timeout(QUEUE_WAIT, self.jobs.send(job)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(failure(context, "the database writer has stopped")),
             Err(_) => return Err(Error::Unavailable("the database is busy; retry".into())),
         }
         // A dropped sender means the job panicked (and was rolled back).
-        rx.await
-            .unwrap_or_else(|_| Err(failure(context, "the write failed unexpectedly")))
+        let r = rx
+            .await
+            .unwrap_or_else(|_| Err(failure(context, "the write failed unexpectedly")));
+        // Queued, run and made durable: what the caller waited.
+        crate::observe_query("sqlite", "write", context, started);
+        r
     }
 }
 
@@ -123,6 +128,8 @@ fn run(mut conn: Connection, mut queue: mpsc::Receiver<Job>, generation: &Atomic
                 Err(_) => break,
             }
         }
+        metrics::histogram!("ward_sqlite_writer_batch_size").record(batch.len() as f64);
+        metrics::gauge!("ward_sqlite_writer_queue_depth").set(queue.len() as f64);
         commit(&mut conn, batch.drain(..), generation, batches);
     }
 }

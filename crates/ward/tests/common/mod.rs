@@ -110,6 +110,11 @@ impl TestServer {
         self.running.as_ref().expect("running").addr
     }
 
+    /// Where `/metrics` is served, with `--metrics-listen`.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.running.as_ref().expect("running").metrics_addr
+    }
+
     pub fn ward(&self) -> &Arc<ward_server::Ward> {
         &self.running.as_ref().expect("running").ward
     }

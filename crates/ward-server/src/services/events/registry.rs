@@ -71,6 +71,17 @@ pub struct Pulls {
     pub dropped: AtomicU64,
 }
 
+impl Pulls {
+    /// Pull events waiting for their write.
+    pub fn len(&self) -> usize {
+        PULL_QUEUE - self.tx.capacity()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 impl Default for Pulls {
     fn default() -> Self {
         let (tx, rx) = tokio::sync::mpsc::channel(PULL_QUEUE);

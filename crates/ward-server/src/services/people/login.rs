@@ -367,6 +367,13 @@ impl Ward {
     /// Step 2: the identity provider's answer. Returns where to send the
     /// browser: the CLI's loopback, with a handoff code or an error.
     pub async fn login_callback(&self, code: &str, sealed_state: &str, error: Option<&str>) -> Result<Callback> {
+        let r = self.login_callback_checked(code, sealed_state, error).await;
+        metrics::counter!("ward_logins_total", "flow" => "browser", "outcome" => crate::telemetry::outcome(&r))
+            .increment(1);
+        r
+    }
+
+    async fn login_callback_checked(&self, code: &str, sealed_state: &str, error: Option<&str>) -> Result<Callback> {
         let state = self.open_state(sealed_state)?;
         let now = self.clock.now_secs();
         if state.exp <= now {
@@ -563,6 +570,16 @@ impl Ward {
     /// Headless login, step 3 (the CLI polls): `Ok(None)` while the person
     /// has not finished.
     pub async fn device_token(&self, device_code: &str, verifier: &str) -> Result<Option<LoginToken>> {
+        let r = self.device_token_checked(device_code, verifier).await;
+        // A poll before the person finished is not an outcome yet.
+        if !matches!(r, Ok(None)) {
+            metrics::counter!("ward_logins_total", "flow" => "device", "outcome" => crate::telemetry::outcome(&r))
+                .increment(1);
+        }
+        r
+    }
+
+    async fn device_token_checked(&self, device_code: &str, verifier: &str) -> Result<Option<LoginToken>> {
         if device_code.len() > 128 {
             return Err(Error::invalid("device_code", "the device code is not valid"));
         }
