@@ -119,6 +119,32 @@ pub struct ServerConfig {
     #[arg(long, env = "WARD_MAX_PENDING_LOGINS_PER_CLIENT", default_value_t = ward_store::people::MAX_DEVICE_LOGINS_PER_CLIENT)]
     pub max_pending_logins_per_client: i64,
 
+    /// Requests per second one identity (a valid Ward token's subject) may
+    /// make, per replica; 0: no limit.
+    #[arg(long, env = "WARD_RATE_LIMIT_IDENTITY", default_value_t = 0)]
+    pub rate_limit_identity: u32,
+
+    /// Requests one identity may make at once above its rate (the bucket's
+    /// size); 0: the rate.
+    #[arg(long, env = "WARD_RATE_LIMIT_IDENTITY_BURST", default_value_t = 0)]
+    pub rate_limit_identity_burst: u32,
+
+    /// Requests per second one client address (an IPv6 /64) may make without
+    /// a valid Ward token (token exchange, registry /token, login pages), per
+    /// replica; 0: no limit.
+    #[arg(long, env = "WARD_RATE_LIMIT_CLIENT", default_value_t = 0)]
+    pub rate_limit_client: u32,
+
+    /// The client-address bucket's size; 0: the rate.
+    #[arg(long, env = "WARD_RATE_LIMIT_CLIENT_BURST", default_value_t = 0)]
+    pub rate_limit_client_burst: u32,
+
+    /// The header a trusted proxy in front of Ward sets to the client's
+    /// address (e.g. X-Forwarded-For; its right-most address counts). Only
+    /// with a proxy that sets it: otherwise clients could choose their own.
+    #[arg(long, env = "WARD_CLIENT_ADDRESS_HEADER")]
+    pub client_address_header: Option<String>,
+
     /// Seconds a client has to send a request's headers (HTTP/1), and to
     /// start its first request on a new connection (HTTP/1 and HTTP/2).
     #[arg(long = "header-read-timeout", env = "WARD_HEADER_READ_TIMEOUT", default_value_t = 10)]
@@ -162,7 +188,36 @@ impl ServerConfig {
             header_read_timeout_secs: 10,
             idle_timeout_secs: 60,
             body_read_timeout_secs: 30,
+            rate_limit_identity: 0,
+            rate_limit_identity_burst: 0,
+            rate_limit_client: 0,
+            rate_limit_client_burst: 0,
+            client_address_header: None,
         }
+    }
+
+    /// The rate limits (see [`crate::ratelimit`]).
+    pub fn rate_limits(&self) -> anyhow::Result<crate::ratelimit::RateLimits> {
+        use crate::ratelimit::Rate;
+        let header = self
+            .client_address_header
+            .as_deref()
+            .map(|h| {
+                http::HeaderName::from_bytes(h.trim().to_ascii_lowercase().as_bytes())
+                    .map_err(|_| anyhow::anyhow!("--client-address-header {h}: not a header name"))
+            })
+            .transpose()?;
+        Ok(crate::ratelimit::RateLimits::new(
+            Rate {
+                per_second: self.rate_limit_identity,
+                burst: self.rate_limit_identity_burst,
+            },
+            Rate {
+                per_second: self.rate_limit_client,
+                burst: self.rate_limit_client_burst,
+            },
+            header,
+        ))
     }
 
     /// The connection limits.
@@ -229,6 +284,11 @@ impl std::fmt::Debug for ServerConfig {
             .field("header_read_timeout_secs", &self.header_read_timeout_secs)
             .field("idle_timeout_secs", &self.idle_timeout_secs)
             .field("body_read_timeout_secs", &self.body_read_timeout_secs)
+            .field("rate_limit_identity", &self.rate_limit_identity)
+            .field("rate_limit_identity_burst", &self.rate_limit_identity_burst)
+            .field("rate_limit_client", &self.rate_limit_client)
+            .field("rate_limit_client_burst", &self.rate_limit_client_burst)
+            .field("client_address_header", &self.client_address_header)
             .finish()
     }
 }

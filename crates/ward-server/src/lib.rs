@@ -16,6 +16,7 @@ pub mod authz;
 pub mod config;
 mod grpc;
 mod oci;
+pub mod ratelimit;
 pub mod replicas;
 pub mod rest;
 pub mod serve;
@@ -48,7 +49,7 @@ pub fn router(ward: Arc<Ward>) -> axum::Router {
     let issuer_path = issuer_path(ward.tokens.issuer());
     let rest = rest::router(ward.clone(), &issuer_path);
     let methods = Arc::new(rest::table::Methods::new(&rest::endpoints(&issuer_path)));
-    let routes = grpc::add_services(rest, ward);
+    let routes = grpc::add_services(rest, ward.clone());
     // Wrapped around the router once: `Router::layer` would wrap every route,
     // and a per-route middleware clones that route's handlers per request.
     let outer = tower::ServiceBuilder::new()
@@ -56,6 +57,7 @@ pub fn router(ward: Arc<Ward>) -> axum::Router {
             methods.clone(),
             telemetry::observe,
         ))
+        .layer(axum::middleware::from_fn_with_state(ward, ratelimit::limit))
         .layer(
             // Failures worth an ERROR are logged where they happen
             // (`status::log_internal`); a 501 for an unknown verb is not one.
@@ -106,6 +108,7 @@ pub async fn open(config: &ServerConfig, bound: SocketAddr, clock: Arc<dyn Clock
         .collect::<Result<_, _>>()
         .map_err(|e| anyhow::anyhow!("{}", e.message()))?;
     ward.osv_ecosystem = config.osv_ecosystem.clone();
+    ward.rate_limits = config.rate_limits()?;
     ward.allow_org_creation = config.allow_org_creation;
     let policy = ward_auth::upstream::FetchPolicy {
         allow_loopback_http: config.dev,
@@ -256,6 +259,7 @@ pub async fn start(
                     Ok(n) => tracing::info!(sessions = n, "expired stale upload sessions"),
                     Err(e) => tracing::warn!(error = %e.message(), "expiring stale upload sessions failed"),
                 }
+                ward.rate_limits.sweep();
                 // Events past the retention go on the same tick.
                 match ward.prune_events().await {
                     Ok(0) => {}

@@ -90,6 +90,8 @@ pub struct Ward {
     pub pulls: crate::services::events::registry::Pulls,
     /// Event sinks' clients, each bound to its checked address.
     pub(crate) sink_clients: crate::services::events::delivery::Clients,
+    /// Request rate limits (off unless configured).
+    pub rate_limits: crate::ratelimit::RateLimits,
 }
 
 /// How stale an identity's `lastSeenTime` may be: the exchange path writes
@@ -204,6 +206,7 @@ impl Ward {
             vulns: crate::services::vulns::VulnState::default(),
             pulls: Default::default(),
             sink_clients: Default::default(),
+            rate_limits: Default::default(),
         })
     }
 
