@@ -153,13 +153,48 @@ impl LocalBlobs {
         }
     }
 
-    fn blob_path(&self, d: &Digest) -> PathBuf {
+    /// The file a blob is stored in.
+    pub fn blob_path(&self, d: &Digest) -> PathBuf {
         let hex = d.hex();
         self.root
             .join("blobs")
             .join(d.algorithm().name())
             .join(&hex[..2])
             .join(hex)
+    }
+
+    /// Every blob stored, with its file (a walk of the store; blocking).
+    /// Files that are not named as a blob would be are skipped.
+    pub fn stored(&self) -> std::io::Result<Vec<(Digest, PathBuf)>> {
+        let mut out = Vec::new();
+        let blobs = self.root.join("blobs");
+        for algo in std::fs::read_dir(&blobs)? {
+            let algo = algo?;
+            let Some(algo_name) = algo.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            for prefix in std::fs::read_dir(algo.path())? {
+                let prefix = prefix?;
+                if !prefix.file_type()?.is_dir() {
+                    continue;
+                }
+                for file in std::fs::read_dir(prefix.path())? {
+                    let file = file?;
+                    let name = file.file_name();
+                    let Some(hex) = name.to_str() else { continue };
+                    if let Some(d) = Digest::parse(&format!("{algo_name}:{hex}")) {
+                        out.push((d, file.path()));
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        Ok(out)
+    }
+
+    /// Whether the file at `path` holds exactly the bytes of `d` (blocking).
+    pub fn verify_file(path: &Path, d: &Digest) -> std::io::Result<bool> {
+        Ok(Self::hash_file(path, d.algorithm())? == d.as_str())
     }
 
     /// Digest of a whole file with `algo`.

@@ -13,6 +13,7 @@ use anyhow::Context as _;
 use ward_core::clock::{Clock, SystemClock};
 
 pub mod authz;
+pub mod backup;
 pub mod config;
 mod grpc;
 mod oci;
@@ -139,7 +140,7 @@ fn server_secret(config: &ServerConfig) -> anyhow::Result<ward_auth::secret::Ser
 }
 
 /// The registry's blob store: `--blob-store s3://…`, else the data directory.
-fn blob_store(config: &ServerConfig) -> anyhow::Result<Arc<dyn ward_blob::BlobStore>> {
+pub(crate) fn blob_store(config: &ServerConfig) -> anyhow::Result<Arc<dyn ward_blob::BlobStore>> {
     match config.blob_store.as_deref() {
         Some(url) if url.starts_with("s3://") => Ok(Arc::new(telemetry::MeteredBlobs(Arc::new(
             ward_blob::S3Blobs::open(url)?,

@@ -19,6 +19,7 @@ use ward_core::{Error, Result};
 
 pub mod account_associations;
 pub mod advisories;
+pub mod backup;
 pub mod events;
 pub mod people;
 pub mod postgres;

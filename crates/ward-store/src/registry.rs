@@ -243,6 +243,9 @@ pub trait RegistryStore: Send + Sync + 'static {
 
     /// Blobs no repo links and no manifest names, created before `before_ms`.
     async fn unreferenced_blobs(&self, before_ms: i64, limit: u32) -> Result<Vec<String>>;
+    /// Blobs the database knows (digest, size), in digest order after
+    /// `after`, at most `limit`: what must be in the blob store.
+    async fn known_blobs(&self, after: &str, limit: u32) -> Result<Vec<(String, i64)>>;
     /// Forgets a blob if it is still unreferenced; whether it did.
     async fn forget_blob(&self, digest: &str) -> Result<bool>;
     /// Uploads last touched before `before_ms`.

@@ -85,6 +85,32 @@ enum AdminCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Back up a running server's SQLite database (a consistent online
+    /// snapshot) and local blob store into a directory.
+    Backup {
+        #[command(flatten)]
+        config: ward_server::ServerConfig,
+        /// The backup directory (created; a later backup into it copies only new blobs).
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Restore a backup into the data directory (stop the server first).
+    Restore {
+        #[command(flatten)]
+        config: ward_server::ServerConfig,
+        /// The backup directory.
+        #[arg(long)]
+        from: std::path::PathBuf,
+        /// Replace an existing database.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check the database's integrity and the blob store against it
+    /// (missing, corrupt and unreferenced blobs). Exits 1 on a problem.
+    Check {
+        #[command(flatten)]
+        config: ward_server::ServerConfig,
+    },
     /// Read the packages of every image pushed before vulnerability reports
     /// existed (a running server does the work; this shows its progress).
     BackfillReports {
@@ -107,6 +133,32 @@ enum AdminCommand {
         #[arg(long = "domain", value_name = "DOMAIN")]
         domains: Vec<String>,
     },
+}
+
+/// Prints a check's findings; an error if there are any.
+fn report_check(c: &ward_server::backup::Check) -> anyhow::Result<()> {
+    let list = |what: &str, items: &[String]| {
+        for i in items.iter().take(100) {
+            println!("  {what}: {i}");
+        }
+        if items.len() > 100 {
+            println!("  … and {} more", items.len() - 100);
+        }
+    };
+    println!("database: {}", if c.database.is_empty() { "ok" } else { "DAMAGED" });
+    list("database", &c.database);
+    println!(
+        "blobs: {} known, {} missing, {} corrupt, {} unreferenced",
+        c.blobs_known,
+        c.missing.len(),
+        c.corrupt.len(),
+        c.unreferenced.len()
+    );
+    list("missing", &c.missing);
+    list("corrupt", &c.corrupt);
+    list("unreferenced", &c.unreferenced);
+    anyhow::ensure!(c.clean(), "the check found problems");
+    Ok(())
 }
 
 fn init_logging() {
@@ -172,6 +224,31 @@ async fn main() -> std::process::ExitCode {
             bar.finish_and_clear();
             r.map(|(done, total)| println!("{done} of {total} manifests have an inventory"))
         }
+        Command::Admin(AdminCommand::Backup { config, out }) => {
+            ward_server::backup::backup(&config, &out).await.map(|b| {
+                println!(
+                    "backed up the database ({} bytes) and {} blob(s) ({} copied now, {} bytes) to {}",
+                    b.database_bytes,
+                    b.blobs,
+                    b.blobs_copied,
+                    b.blob_bytes,
+                    out.display()
+                )
+            })
+        }
+        Command::Admin(AdminCommand::Restore { config, from, force }) => {
+            match ward_server::backup::restore(&config, &from, force).await {
+                Ok(check) => {
+                    println!("restored {} into {}", from.display(), config.data_dir.display());
+                    report_check(&check)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        Command::Admin(AdminCommand::Check { config }) => match ward_server::backup::check(&config).await {
+            Ok(check) => report_check(&check),
+            Err(e) => Err(e),
+        },
         Command::Auth { conn, command } => ward_cli::auth::run(&conn, command).await,
         Command::Iam { conn, command } => ward_cli::run_iam(&conn, command).await,
         Command::Events { conn, command } => ward_cli::run_events(&conn, command).await,

@@ -608,6 +608,18 @@ impl RegistryStore for PostgresStore {
         Ok(rows.into_iter().map(|(d,)| d).collect())
     }
 
+    async fn known_blobs(&self, after: &str, limit: u32) -> Result<Vec<(String, i64)>> {
+        // COLLATE "C": the byte order SQLite's keyset uses too.
+        sqlx::query_as(
+            "SELECT digest, size FROM blobs WHERE digest > $1 COLLATE \"C\" ORDER BY digest COLLATE \"C\" LIMIT $2",
+        )
+        .bind(after)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("known blobs", e))
+    }
+
     async fn forget_blob(&self, digest: &str) -> Result<bool> {
         let n = self
             .exec(

@@ -621,6 +621,16 @@ impl RegistryStore for SqliteStore {
         .await
     }
 
+    async fn known_blobs(&self, after: &str, limit: u32) -> Result<Vec<(String, i64)>> {
+        let after = after.to_owned();
+        self.read("known blobs", move |c| {
+            c.prepare_cached("SELECT digest, size FROM blobs WHERE digest > ?1 ORDER BY digest LIMIT ?2")?
+                .query_map(params![after, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+        })
+        .await
+    }
+
     async fn forget_blob(&self, digest: &str) -> Result<bool> {
         let d = digest.to_owned();
         self.write("forget blob", move |c| {
