@@ -13,6 +13,9 @@ use common::{TestServer, uid};
 use reqwest::StatusCode;
 use serde_json::json;
 
+/// A pushed blob: its digest and bytes.
+type Blob = (String, Vec<u8>);
+
 fn ward(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_ward"))
         .args(args)
@@ -45,7 +48,7 @@ async fn backup_under_write_load_restores_every_acknowledged_write() {
     // 16 writers: 12 create groups, 4 push blobs; each write is recorded
     // once acknowledged.
     let groups: Arc<Mutex<Vec<String>>> = Arc::default();
-    let blobs: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::default();
+    let blobs: Arc<Mutex<Vec<Blob>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
     for w in 0..16 {
