@@ -484,7 +484,10 @@ impl Upstream {
             addr,
         } = pinned(url, self.policy, FETCH_TIMEOUT).await.map_err(unreachable)?;
         let request = match form {
-            None => client.get(parsed),
+            None => match ward_core::traceparent::current() {
+                Some(tp) => client.get(parsed).header(ward_core::traceparent::HEADER, tp),
+                None => client.get(parsed),
+            },
             Some((fields, basic)) => {
                 let body: String = form_urlencoded::Serializer::new(String::new())
                     .extend_pairs(fields.iter())

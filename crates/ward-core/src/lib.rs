@@ -18,6 +18,7 @@ pub mod pattern;
 pub mod registry;
 pub mod rpc;
 pub mod severity;
+pub mod traceparent;
 pub mod uidp;
 pub mod versions;
 

@@ -24,6 +24,7 @@ pub mod serve;
 pub mod services;
 pub mod status;
 pub mod telemetry;
+pub mod traces;
 pub mod ward;
 
 pub use config::ServerConfig;
@@ -63,6 +64,7 @@ pub fn router(ward: Arc<Ward>) -> axum::Router {
             // Failures worth an ERROR are logged where they happen
             // (`status::log_internal`); a 501 for an unknown verb is not one.
             tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(traces::request_span)
                 .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG)),
         )
         .layer(axum::middleware::from_fn(status::log_failures))
@@ -70,10 +72,14 @@ pub fn router(ward: Arc<Ward>) -> axum::Router {
         // A method the document does not list at a path it has is 405
         // first; what is left of the public API Ward lacks is then 501.
         .layer(axum::middleware::from_fn_with_state(
-            methods,
+            methods.clone(),
             rest::table::documented_methods,
         ))
         .layer(axum::middleware::from_fn(rest::unserved::unimplemented))
+        .layer(axum::middleware::from_fn_with_state(
+            methods.clone(),
+            traces::service_span,
+        ))
         .service(routes);
     axum::Router::new().fallback_service(outer)
 }

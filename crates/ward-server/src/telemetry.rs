@@ -140,6 +140,11 @@ fn grpc_methods() -> &'static HashMap<String, &'static str> {
     })
 }
 
+/// The label of a gRPC request path, if it is one of Ward's methods.
+pub fn grpc_method(path: &str) -> Option<&'static str> {
+    grpc_methods().get(path).copied()
+}
+
 fn method_label(m: &http::Method) -> &'static str {
     match *m {
         http::Method::GET => "GET",
@@ -169,7 +174,7 @@ pub async fn observe(
         .get(http::header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
     if grpc {
-        let rpc = grpc_methods().get(req.uri().path()).copied().unwrap_or("other");
+        let rpc = grpc_method(req.uri().path()).unwrap_or("other");
         let resp = next.run(req).await;
         // Ward's RPCs are unary: an error is a trailers-only answer, whose
         // status is in the headers; an answer with a body succeeded.

@@ -208,7 +208,10 @@ impl PostgresStore {
 
     async fn begin(&self) -> Result<Tx> {
         let started = std::time::Instant::now();
-        let tx = self.pool.begin().await.map_err(|e| db_err("begin", e));
+        let span = tracing::info_span!("store", db = "postgres", kind = "begin");
+        let tx = tracing::Instrument::instrument(self.pool.begin(), span)
+            .await
+            .map_err(|e| db_err("begin", e));
         // A pooled connection's wait plus BEGIN: how busy the pool is.
         crate::observe_query("postgres", "begin", "begin", started);
         tx
@@ -218,12 +221,19 @@ impl PostgresStore {
     where
         R: for<'r> FromRow<'r, PgRow> + Send + Unpin,
     {
-        let mut read = self.reads.get().await?;
-        let r = sqlx::query_as(&format!("SELECT {columns} FROM {table} WHERE uid = $1"))
-            .bind(uid.as_str())
-            .fetch_optional(read.conn())
-            .await;
-        read.done(r).map_err(|e| db_err(table, e))
+        let span = tracing::info_span!("store", db = "postgres", kind = "read", op = table);
+        tracing::Instrument::instrument(
+            async move {
+                let mut read = self.reads.get().await?;
+                let r = sqlx::query_as(&format!("SELECT {columns} FROM {table} WHERE uid = $1"))
+                    .bind(uid.as_str())
+                    .fetch_optional(read.conn())
+                    .await;
+                read.done(r).map_err(|e| db_err(table, e))
+            },
+            span,
+        )
+        .await
     }
 
     /// One page of `table` with its total count. The count is cached with the

@@ -451,18 +451,22 @@ impl SqliteStore {
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T> {
         let started = std::time::Instant::now();
-        let mut f = Some(f);
-        let r = match self.readers.try_run(&mut f) {
-            Some(r) => r,
-            None => {
-                let (readers, f) = (self.readers.clone(), f.take().expect("not yet run"));
-                tokio::task::spawn_blocking(move || readers.run_blocking(f))
-                    .await
-                    .map_err(|e| err(context, e))?
-            }
+        let span = tracing::info_span!("store", db = "sqlite", kind = "read", op = context);
+        let run = async move {
+            let mut f = Some(f);
+            let r = match self.readers.try_run(&mut f) {
+                Some(r) => r,
+                None => {
+                    let (readers, f) = (self.readers.clone(), f.take().expect("not yet run"));
+                    tokio::task::spawn_blocking(move || readers.run_blocking(f))
+                        .await
+                        .map_err(|e| err(context, e))?
+                }
+            };
+            crate::observe_query("sqlite", "read", context, started);
+            r.map_err(|e| err(context, e))
         };
-        crate::observe_query("sqlite", "read", context, started);
-        r.map_err(|e| err(context, e))
+        tracing::Instrument::instrument(run, span).await
     }
 }
 

@@ -161,15 +161,6 @@ fn report_check(c: &ward_server::backup::Check) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WARD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-}
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     // Invoked as `docker-credential-ward` (a link to this binary): the
@@ -191,10 +182,11 @@ async fn main() -> std::process::ExitCode {
     }
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Server(config) => {
-            init_logging();
-            ward_server::run(config).await
-        }
+        Command::Server(config) => match ward_server::traces::init() {
+            // Kept until the server stops: dropping it flushes the spans.
+            Ok(_traces) => ward_server::run(config).await,
+            Err(e) => Err(e),
+        },
         Command::Openapi { issuer } => {
             println!("{}", ward_server::openapi_json(&issuer));
             Ok(())

@@ -98,18 +98,22 @@ impl Writer {
             }
         });
         let started = std::time::Instant::now();
-        match tokio::time::timeout(QUEUE_WAIT, self.jobs.send(job)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return Err(failure(context, "the database writer has stopped")),
-            Err(_) => return Err(Error::Unavailable("the database is busy; retry".into())),
-        }
-        // A dropped sender means the job panicked (and was rolled back).
-        let r = rx
-            .await
-            .unwrap_or_else(|_| Err(failure(context, "the write failed unexpectedly")));
-        // Queued, run and made durable: what the caller waited.
-        crate::observe_query("sqlite", "write", context, started);
-        r
+        let span = tracing::info_span!("store", db = "sqlite", kind = "write", op = context);
+        let run = async move {
+            match tokio::time::timeout(QUEUE_WAIT, self.jobs.send(job)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(failure(context, "the database writer has stopped")),
+                Err(_) => return Err(Error::Unavailable("the database is busy; retry".into())),
+            }
+            // A dropped sender means the job panicked (and was rolled back).
+            let r = rx
+                .await
+                .unwrap_or_else(|_| Err(failure(context, "the write failed unexpectedly")));
+            // Queued, run and made durable: what the caller waited.
+            crate::observe_query("sqlite", "write", context, started);
+            r
+        };
+        tracing::Instrument::instrument(run, span).await
     }
 }
 

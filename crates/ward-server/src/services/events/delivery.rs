@@ -397,6 +397,10 @@ async fn post(ward: &Ward, sub: &SubscriptionRecord, e: &EventRecord) -> Result<
         .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
         .header(http::header::USER_AGENT, concat!("Ward/", env!("CARGO_PKG_VERSION")))
         .body(body);
+    let request = match ward_core::traceparent::current() {
+        Some(tp) => request.header(ward_core::traceparent::HEADER, tp),
+        None => request,
+    };
     let mut resp = request.send().await.map_err(|err| {
         // A failed connection is checked afresh next time.
         ward.sink_clients.0.invalidate(&sub.sink);
