@@ -755,3 +755,85 @@ async fn a_delivery_in_flight_survives_sigkill() {
         drop(server);
     }
 }
+
+/// SIGTERM while a request is in flight: the server stops accepting new
+/// connections at once, lets the request finish (its body still arriving),
+/// answers it, and exits 0; what it acknowledged is there after a restart.
+async fn sigterm_lets_a_request_in_flight_finish(store: &Store) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let b = store.backend;
+    let mut server = Server::start(store, "127.0.0.1:0").await;
+    let org = uid(&server.create(None, "acme").await);
+    let (status, body) = server
+        .call(
+            &server.token.clone(),
+            reqwest::Method::POST,
+            &format!("/registry/v2/repos/{org}"),
+            Some(json!({"name": "app"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "[{b}] repo: {body}");
+    let blob = vec![7u8; 64 * 1024];
+    let digest = common::sha256(&blob);
+    // A monolithic upload whose body is half sent when SIGTERM arrives.
+    let mut conn = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let head = format!(
+        "POST /v2/{org}/app/blobs/uploads/?digest={digest} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
+        server.addr,
+        server.token,
+        blob.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(&blob[..blob.len() / 2]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let kill = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    // No new connection is accepted once the signal is handled.
+    let mut refused = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if tokio::net::TcpStream::connect(server.addr).await.is_err() {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "[{b}] still accepting after SIGTERM; log:\n{}", server.logs());
+    // The request in flight finishes and is answered.
+    conn.write_all(&blob[blob.len() / 2..]).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), conn.read(&mut buf))
+            .await
+            .expect("an answer in time")
+            .unwrap();
+        assert!(n > 0, "[{b}] the connection closed without an answer");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 201"), "[{b}] {answer}");
+    drop(conn);
+    let (status, _) = server.sigterm(Duration::from_secs(35)).await;
+    assert!(status.success(), "[{b}] exit after draining: {status:?}");
+    drop(server);
+    let server = Server::start(store, "127.0.0.1:0").await;
+    let r = server
+        .http
+        .head(format!("{}/v2/{org}/app/blobs/{digest}", server.base))
+        .bearer_auth(&server.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "[{b}] the drained upload is stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_lets_requests_in_flight_finish() {
+    for store in stores().await {
+        sigterm_lets_a_request_in_flight_finish(&store).await;
+    }
+}

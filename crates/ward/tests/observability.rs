@@ -46,7 +46,8 @@ impl Server {
     fn start(env: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ward"))
-            .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+            // --dev: the upstream issuer below is plain http on loopback.
+            .args(["server", "--dev", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir.path())
             .env_remove("WARD_DATABASE")
             .env_remove("WARD_LOG")
@@ -142,6 +143,56 @@ async fn a_request_trace_arrives_over_otlp_with_transport_service_and_store_span
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+    // An exchange whose issuer Ward asks for its keys: the issuer sees the
+    // trace continue.
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let issuer = {
+        let seen = seen.clone();
+        let app = axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
+            let seen = seen.clone();
+            async move {
+                let tp = headers.get("traceparent").and_then(|v| v.to_str().ok()).unwrap_or("none");
+                seen.lock().unwrap().push(tp.to_owned());
+                StatusCode::NOT_FOUND
+            }
+        });
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        url
+    };
+    let r = http
+        .post(format!("{}/iam/v2/identities/{org}", server.base))
+        .bearer_auth(&server.token)
+        .json(&json!({"name": "robot", "claimMatch": {"issuer": issuer, "subject": "robot"}}))
+        .send()
+        .await
+        .unwrap();
+    let robot: Value = r.json().await.unwrap();
+    let robot = common::uid(&robot);
+    let b64 = |v: Value| base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, v.to_string());
+    let now = chrono::Utc::now().timestamp();
+    let upstream = format!(
+        "{}.{}.c2ln",
+        b64(json!({"alg": "RS256", "kid": "k1"})),
+        b64(json!({"iss": issuer, "sub": "robot", "aud": server.base, "iat": now, "exp": now + 300}))
+    );
+    let r = http
+        .get(format!("{}/sts/exchange?aud={}&identity={robot}", server.base, server.base))
+        .bearer_auth(&upstream)
+        .header("traceparent", format!("00-{TRACE}-{PARENT}-01"))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let answer = r.text().await.unwrap();
+    assert!(status.is_client_error(), "the issuer has no keys: {answer}");
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter()
+            .any(|tp| tp.starts_with(&format!("00-{TRACE}-")) && !tp.contains(PARENT)),
+        "the upstream issuer got the trace (as a child span): {seen:?}; the exchange: {answer}"
+    );
     // Spans are exported in batches: wait for ours (SIGTERM flushes the rest).
     let want = hex::decode(TRACE).unwrap();
     let spans = || {

@@ -280,7 +280,10 @@ async fn deliver(ward: &Ward, job: &JobRecord) -> (JobEnd, Option<i64>, Option<A
         Ok(None) => return (JobEnd::Done, None, None),
         Err(e) => return retry_soon(e.message()),
     };
-    let outcome = post(ward, &sub, &event).await;
+    // Its own span (a delivery runs after the request that made the event):
+    // the sink receives its traceparent.
+    let span = tracing::info_span!("deliver", event = %event.id, r#type = %event.event_type);
+    let outcome = tracing::Instrument::instrument(post(ward, &sub, &event), span).await;
     let now = ward.clock.now_millis();
     let mut down = None;
     let (attempt, end) = match outcome {
