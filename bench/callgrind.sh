@@ -18,7 +18,8 @@
 #
 # Needs valgrind (installed from Debian's packages if missing) and python3.
 # Environment: WARD_BIN (target/release/ward), REQUESTS (2000), SEED_GROUPS (10001),
-# WARD_PORT (18083), BENCH_DEBUG.
+# WARD_PORT (18083), BENCH_DEBUG, WARD_FLAGS (extra server flags, e.g.
+# `--metrics-listen 127.0.0.1:0`; OTEL_* variables pass through).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,7 +43,8 @@ trap cleanup EXIT
 api="http://127.0.0.1:$WARD_PORT"
 
 start_ward() { # [wrapper…]
-  "$@" "$WARD_BIN" server --listen "127.0.0.1:$WARD_PORT" --data-dir "$work/data" \
+  # shellcheck disable=SC2086 # WARD_FLAGS is a list of flags
+  "$@" "$WARD_BIN" server --listen "127.0.0.1:$WARD_PORT" --data-dir "$work/data" ${WARD_FLAGS:-} \
     >"$work/ward.out" 2>"$work/ward.err" &
   ward_pid=$!
   for _ in $(seq 1 600); do grep -q listening "$work/ward.out" 2>/dev/null && return; sleep 0.1; done

@@ -19,3 +19,8 @@ pub fn current() -> Option<String> {
 
 /// The header's name.
 pub const HEADER: &str = "traceparent";
+
+/// The target of spans that exist for traces only (the service's and the
+/// store's): logs leave them out, so they cost nothing unless traces are
+/// exported.
+pub const SPANS: &str = "ward_trace";

@@ -55,10 +55,7 @@ pub fn router(ward: Arc<Ward>) -> axum::Router {
     // Wrapped around the router once: `Router::layer` would wrap every route,
     // and a per-route middleware clones that route's handlers per request.
     let outer = tower::ServiceBuilder::new()
-        .layer(axum::middleware::from_fn_with_state(
-            methods.clone(),
-            telemetry::observe,
-        ))
+        .layer(axum::middleware::from_fn(telemetry::observe))
         .layer(axum::middleware::from_fn_with_state(ward, ratelimit::limit))
         .layer(
             // Failures worth an ERROR are logged where they happen
@@ -76,10 +73,7 @@ pub fn router(ward: Arc<Ward>) -> axum::Router {
             rest::table::documented_methods,
         ))
         .layer(axum::middleware::from_fn(rest::unserved::unimplemented))
-        .layer(axum::middleware::from_fn_with_state(
-            methods.clone(),
-            traces::service_span,
-        ))
+        .layer(axum::middleware::from_fn(traces::service_span))
         .service(routes);
     axum::Router::new().fallback_service(outer)
 }

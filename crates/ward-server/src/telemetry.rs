@@ -47,6 +47,7 @@ pub fn install() -> Option<&'static PrometheusHandle> {
                 });
             match builder.map(PrometheusBuilder::install_recorder) {
                 Ok(Ok(handle)) => {
+                    ward_store::record_metrics();
                     metrics_process::Collector::new("").describe();
                     Some(handle)
                 }
@@ -160,11 +161,7 @@ fn method_label(m: &http::Method) -> &'static str {
 
 /// Counts and times every request: REST by route template, gRPC by method.
 /// A pass-through while metrics are off.
-pub async fn observe(
-    axum::extract::State(routes): axum::extract::State<Arc<crate::rest::table::Methods>>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
+pub async fn observe(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
     if !enabled() {
         return next.run(req).await;
     }
@@ -189,16 +186,65 @@ pub async fn observe(
         return resp;
     }
     let method = method_label(req.method());
-    let route: metrics::SharedString = match routes.route(req.method(), req.uri().path()) {
-        Some(t) => t.into(),
+    let resp = next.run(req).await;
+    // The route the router's method check matched (`unmatched` without one).
+    let route = resp
+        .extensions()
+        .get::<crate::rest::table::RouteLabel>()
+        .map(|r| r.0.clone());
+    let (count, time) = http_series(route, method, resp.status());
+    count.increment(1);
+    time.record(started.elapsed().as_secs_f64());
+    resp
+}
+
+/// A request's series: (route, method, status) → its counter and histogram.
+type HttpSeries = HashMap<(Option<Arc<str>>, &'static str, u16), (metrics::Counter, metrics::Histogram)>;
+
+/// The handles of a request's series, registered once: registering hashes
+/// the whole labelled key, a lookup here only the route. Bounded: routes ×
+/// methods × statuses are all fixed sets.
+fn http_series(
+    route: Option<Arc<str>>,
+    method: &'static str,
+    status: http::StatusCode,
+) -> (metrics::Counter, metrics::Histogram) {
+    static SERIES: OnceLock<std::sync::RwLock<HttpSeries>> = OnceLock::new();
+    let series = SERIES.get_or_init(Default::default);
+    let key = (route, method, status.as_u16());
+    if let Some(h) = series
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&key)
+    {
+        return h.clone();
+    }
+    let label: metrics::SharedString = match &key.0 {
+        Some(r) => r.clone().into(),
         None => metrics::SharedString::const_str("unmatched"),
     };
-    let resp = next.run(req).await;
-    let status = resp.status().as_u16().to_string();
-    counter!("ward_http_requests_total", "method" => method, "route" => route.clone(), "status" => status).increment(1);
-    histogram!("ward_http_request_duration_seconds", "method" => method, "route" => route)
-        .record(started.elapsed().as_secs_f64());
-    resp
+    let handles = (
+        counter!("ward_http_requests_total", "method" => method, "route" => label.clone(), "status" => status_label(status)),
+        histogram!("ward_http_request_duration_seconds", "method" => method, "route" => label),
+    );
+    series
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(key, handles.clone());
+    handles
+}
+
+/// The status label: a static string for the statuses Ward answers with.
+fn status_label(s: http::StatusCode) -> metrics::SharedString {
+    const KNOWN: &[&str] = &[
+        "200", "201", "202", "204", "206", "301", "302", "303", "304", "307", "308", "400", "401", "403", "404", "405",
+        "406", "408", "409", "411", "412", "413", "415", "416", "422", "429", "431", "499", "500", "501", "502", "503",
+        "504",
+    ];
+    match KNOWN.iter().find(|k| **k == s.as_str()) {
+        Some(k) => metrics::SharedString::const_str(k),
+        None => s.as_str().to_owned().into(),
+    }
 }
 
 fn grpc_code_name(code: i32) -> &'static str {

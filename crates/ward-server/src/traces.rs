@@ -5,7 +5,8 @@
 //! - With `OTEL_EXPORTER_OTLP_ENDPOINT` set (an OTLP/gRPC collector, e.g.
 //!   `http://collector:4317`), spans are exported over OTLP: one per request
 //!   (the transport), one per RPC (the service) and one per database query
-//!   (the store). `OTEL_SERVICE_NAME` names the service (`ward` by default).
+//!   (the store). `OTEL_SERVICE_NAME` names the service (`ward` by default);
+//!   `WARD_TRACE` filters spans like `WARD_LOG` filters logs (`info`).
 //! - Every request's span carries a `trace_id`: an incoming W3C
 //!   `traceparent`'s when the request has one, else a new one. JSON log lines
 //!   written while the request runs carry it. Outgoing calls (upstream OIDC
@@ -33,10 +34,14 @@ impl Drop for Guard {
     }
 }
 
+/// The share of requests without a sampled `traceparent` that start a
+/// trace, unless `OTEL_TRACES_SAMPLER` is set (`always_on` traces all).
+pub const DEFAULT_SAMPLE_RATIO: f64 = 0.01;
+
 static OTEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Whether spans are exported (OpenTelemetry is on).
-fn exporting() -> bool {
+pub fn exporting() -> bool {
     OTEL.load(std::sync::atomic::Ordering::Relaxed)
 }
 
@@ -44,6 +49,12 @@ fn exporting() -> bool {
 pub fn init() -> anyhow::Result<Guard> {
     let filter =
         || EnvFilter::try_from_env("WARD_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=warn"));
+    // Spans that exist for traces only stay out of the logs (and, with no
+    // exporter, are never created).
+    let log_filter = || {
+        let off = format!("{}=off", ward_core::traceparent::SPANS);
+        filter().add_directive(off.parse().expect("a directive"))
+    };
     let json = std::env::var("WARD_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     let fmt = if json {
         tracing_subscriber::fmt::layer()
@@ -51,12 +62,12 @@ pub fn init() -> anyhow::Result<Guard> {
             .with_current_span(true)
             .with_span_list(false)
             .with_writer(std::io::stderr)
-            .with_filter(filter())
+            .with_filter(log_filter())
             .boxed()
     } else {
         tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
-            .with_filter(filter())
+            .with_filter(log_filter())
             .boxed()
     };
     let endpoint = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -71,8 +82,17 @@ pub fn init() -> anyhow::Result<Guard> {
                 .build()
                 .map_err(|e| anyhow::anyhow!("OTEL_EXPORTER_OTLP_ENDPOINT: {e}"))?;
             let service = std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| "ward".into());
-            let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
-                .with_batch_exporter(exporter)
+            let mut provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().with_batch_exporter(exporter);
+            // Unless OTEL_TRACES_SAMPLER says otherwise (the SDK reads it): a
+            // request that arrives with a sampled traceparent is traced, and
+            // DEFAULT_SAMPLE_RATIO of the others start a trace.
+            if std::env::var_os("OTEL_TRACES_SAMPLER").is_none() {
+                use opentelemetry_sdk::trace::Sampler;
+                provider = provider.with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+                    DEFAULT_SAMPLE_RATIO,
+                ))));
+            }
+            let provider = provider
                 .with_resource(
                     opentelemetry_sdk::Resource::builder()
                         .with_service_name(service)
@@ -86,7 +106,11 @@ pub fn init() -> anyhow::Result<Guard> {
             OTEL.store(true, std::sync::atomic::Ordering::Relaxed);
             ward_core::traceparent::set_source(current_traceparent);
             (
-                Some(tracing_opentelemetry::layer().with_tracer(tracer).with_filter(filter())),
+                // Spans follow WARD_TRACE (default `info`), not the log level:
+                // quiet logs still trace every request.
+                Some(tracing_opentelemetry::layer().with_tracer(tracer).with_filter(
+                    EnvFilter::try_from_env("WARD_TRACE").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,h2=warn")),
+                )),
                 Some(provider),
             )
         }
@@ -155,11 +179,7 @@ pub fn request_span<B>(req: &http::Request<B>) -> tracing::Span {
 /// transport's `request` span; the store's spans nest in it), named `rpc`
 /// with the documented route template or the gRPC method. Only while spans
 /// are exported: logs do not need it.
-pub async fn service_span(
-    axum::extract::State(routes): axum::extract::State<std::sync::Arc<crate::rest::table::Methods>>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
+pub async fn service_span(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
     if !exporting() {
         return next.run(req).await;
     }
@@ -171,8 +191,8 @@ pub async fn service_span(
         let rpc = crate::telemetry::grpc_method(req.uri().path()).unwrap_or("other");
         tracing::info_span!("rpc", rpc = rpc, transport = "grpc")
     } else {
-        let route = routes.route(req.method(), req.uri().path());
-        tracing::info_span!("rpc", rpc = route.as_deref().unwrap_or("unmatched"), transport = "rest",)
+        let route = req.extensions().get::<crate::rest::table::RouteLabel>();
+        tracing::info_span!("rpc", rpc = route.map_or("unmatched", |r| &*r.0), transport = "rest")
     };
     tracing::Instrument::instrument(next.run(req), span).await
 }

@@ -163,13 +163,43 @@ impl std::fmt::Debug for SigningKeyRecord {
 /// a fixed name from the code, never from a request, so the label stays
 /// bounded. Free when no metrics recorder is installed.
 pub(crate) fn observe_query(backend: &'static str, kind: &'static str, op: &'static str, started: std::time::Instant) {
-    metrics::histogram!(
-        "ward_db_query_duration_seconds",
-        "backend" => backend,
-        "kind" => kind,
-        "op" => op
-    )
-    .record(started.elapsed().as_secs_f64());
+    if !RECORDING.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    // Handles by the labels' addresses (static strings): registering hashes
+    // the whole labelled key, this only three pointers.
+    type Handles = std::collections::HashMap<(usize, usize, usize), metrics::Histogram>;
+    static HANDLES: std::sync::OnceLock<std::sync::RwLock<Handles>> = std::sync::OnceLock::new();
+    let handles = HANDLES.get_or_init(Default::default);
+    let key = (backend.as_ptr() as usize, kind.as_ptr() as usize, op.as_ptr() as usize);
+    let found = handles
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&key)
+        .cloned();
+    let h = found.unwrap_or_else(|| {
+        let h = metrics::histogram!(
+            "ward_db_query_duration_seconds",
+            "backend" => backend,
+            "kind" => kind,
+            "op" => op
+        );
+        handles
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, h.clone());
+        h
+    });
+    h.record(started.elapsed().as_secs_f64());
+}
+
+/// Whether a metrics recorder is installed ([`record_metrics`]).
+static RECORDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Turns the store's metrics on (once a recorder is installed: handles
+/// registered before would stay no-ops).
+pub fn record_metrics() {
+    RECORDING.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The topic [`Store::listen`] yields when notifications may have been lost:

@@ -151,7 +151,10 @@ async fn a_request_trace_arrives_over_otlp_with_transport_service_and_store_span
         let app = axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
             let seen = seen.clone();
             async move {
-                let tp = headers.get("traceparent").and_then(|v| v.to_str().ok()).unwrap_or("none");
+                let tp = headers
+                    .get("traceparent")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("none");
                 seen.lock().unwrap().push(tp.to_owned());
                 StatusCode::NOT_FOUND
             }
@@ -178,7 +181,10 @@ async fn a_request_trace_arrives_over_otlp_with_transport_service_and_store_span
         b64(json!({"iss": issuer, "sub": "robot", "aud": server.base, "iat": now, "exp": now + 300}))
     );
     let r = http
-        .get(format!("{}/sts/exchange?aud={}&identity={robot}", server.base, server.base))
+        .get(format!(
+            "{}/sts/exchange?aud={}&identity={robot}",
+            server.base, server.base
+        ))
         .bearer_auth(&upstream)
         .header("traceparent", format!("00-{TRACE}-{PARENT}-01"))
         .send()

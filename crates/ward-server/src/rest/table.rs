@@ -129,7 +129,7 @@ impl Methods {
     /// no documented template matches it. Runs on every request: the path is
     /// split once, and nothing else allocates unless a template matches.
     pub fn allowed(&self, path: &str) -> Option<Vec<http::Method>> {
-        decide(self.candidates(path), path)
+        decide(self.candidates(path), path, None).map(|(m, _)| m)
     }
 
     /// The templates that may match `path`: a template keyed by k segments
@@ -144,40 +144,45 @@ impl Methods {
             .flat_map(move |n| self.by_root.get(keys[n]).into_iter().flatten())
     }
 
-    /// The documented template `method` (HEAD as GET) at `path` is served
-    /// by, as the document writes it: what metrics label a request with.
-    pub fn route(&self, method: &http::Method, path: &str) -> Option<Arc<str>> {
-        let method = if method == http::Method::HEAD {
-            &http::Method::GET
-        } else {
-            method
-        };
-        let parts: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
-        let utf8 = super::transcode::Template::utf8_parts(&parts);
-        self.candidates(path)
-            .filter(|(t, _, m, _)| m == method && t.fits(&parts, &utf8))
-            .max_by_key(|(_, w, _, _)| *w)
-            .map(|(_, _, _, text)| text.clone())
+    /// [`Methods::allowed`], and the documented template `method` (HEAD as
+    /// GET) is served by there, as the document writes it (what metrics and
+    /// traces label a request with), in one pass.
+    pub fn allowed_and_route(
+        &self,
+        method: &http::Method,
+        path: &str,
+    ) -> Option<(Vec<http::Method>, Option<Arc<str>>)> {
+        decide(self.candidates(path), path, Some(method))
     }
 }
 
 /// The methods of the most specific of `candidates` that match `path` (HEAD
 /// wherever GET is), or `None` when none does.
-fn decide<'a>(candidates: impl Iterator<Item = &'a Keyed>, path: &str) -> Option<Vec<http::Method>> {
+fn decide<'a>(
+    candidates: impl Iterator<Item = &'a Keyed>,
+    path: &str,
+    method: Option<&http::Method>,
+) -> Option<(Vec<http::Method>, Option<Arc<str>>)> {
+    let method = method.map(|m| if m == http::Method::HEAD { &http::Method::GET } else { m });
     let parts: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
     let utf8 = super::transcode::Template::utf8_parts(&parts);
     let mut best = 0;
     let mut methods: Vec<http::Method> = Vec::new();
-    for (t, w, m, _) in candidates {
+    let mut route = None;
+    for (t, w, m, text) in candidates {
         if *w < best || !t.fits(&parts, &utf8) {
             continue;
         }
         if *w > best {
             best = *w;
             methods.clear();
+            route = None;
         }
         if !methods.contains(m) {
             methods.push(m.clone());
+        }
+        if route.is_none() && method == Some(m) {
+            route = Some(text.clone());
         }
     }
     if methods.is_empty() {
@@ -186,8 +191,13 @@ fn decide<'a>(candidates: impl Iterator<Item = &'a Keyed>, path: &str) -> Option
     if methods.contains(&http::Method::GET) && !methods.contains(&http::Method::HEAD) {
         methods.push(http::Method::HEAD);
     }
-    Some(methods)
+    Some((methods, route))
 }
+
+/// The documented route template a request was matched to (a request and
+/// response extension, for metrics and traces).
+#[derive(Clone, Debug)]
+pub struct RouteLabel(pub Arc<str>);
 
 /// Answers 405, with `Allow` naming the documented methods, for a method the
 /// document does not list at a documented path.
@@ -197,11 +207,19 @@ pub async fn documented_methods(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let Some(allowed) = methods.allowed(req.uri().path()) else {
+    let Some((allowed, route)) = methods.allowed_and_route(req.method(), req.uri().path()) else {
         return next.run(req).await;
     };
     if allowed.contains(req.method()) {
-        return next.run(req).await;
+        // Labelled for the metrics (outside) and the traces (inside).
+        let Some(route) = route.filter(|_| crate::telemetry::enabled() || crate::traces::exporting()) else {
+            return next.run(req).await;
+        };
+        let mut req = req;
+        req.extensions_mut().insert(RouteLabel(route.clone()));
+        let mut resp = next.run(req).await;
+        resp.extensions_mut().insert(RouteLabel(route));
+        return resp;
     }
     let allow = allowed.iter().map(http::Method::as_str).collect::<Vec<_>>().join(", ");
     let mut resp = if req.uri().path().starts_with("/v2/") || req.uri().path() == "/v2" {
@@ -227,7 +245,7 @@ mod tests {
 
     /// What `allowed` answers without the index: every template tried.
     fn allowed_by_scan(methods: &Methods, path: &str) -> Option<Vec<http::Method>> {
-        decide(methods.by_root.values().flatten(), path)
+        decide(methods.by_root.values().flatten(), path, None).map(|(m, _)| m)
     }
 
     /// The literal-prefix index never hides a template: for paths built
