@@ -17,6 +17,7 @@
 
 use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
@@ -34,9 +35,42 @@ impl Drop for Guard {
     }
 }
 
-/// The share of requests without a sampled `traceparent` that start a
-/// trace, unless `OTEL_TRACES_SAMPLER` is set (`always_on` traces all).
+/// The share of requests without a `traceparent` that start a trace, unless
+/// `OTEL_TRACES_SAMPLER` is set (`always_on` traces all).
 pub const DEFAULT_SAMPLE_RATIO: f64 = 0.01;
+
+/// The ratio in force (set when exporting starts).
+static RATIO: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+
+/// Targets of the spans that start a sampled trace.
+const SAMPLED_PREFIX: &str = "ward::sampled";
+const SAMPLED_REQUEST: &str = "ward::sampled::request";
+pub const SAMPLED_DELIVERY: &str = "ward::sampled::deliver";
+
+/// The sampling ratio from the standard variables: `always_on` 1,
+/// `always_off` 0, `traceidratio` its `OTEL_TRACES_SAMPLER_ARG`; the
+/// `parentbased_` forms alike (a caller's sampled `traceparent` is always
+/// followed, an unsampled one never).
+fn sample_ratio() -> f64 {
+    let arg = || {
+        std::env::var("OTEL_TRACES_SAMPLER_ARG")
+            .ok()
+            .and_then(|a| a.trim().parse::<f64>().ok())
+            .filter(|r| (0.0..=1.0).contains(r))
+            .unwrap_or(1.0)
+    };
+    match std::env::var("OTEL_TRACES_SAMPLER").as_deref().map(str::trim) {
+        Ok("always_on" | "parentbased_always_on") => 1.0,
+        Ok("always_off" | "parentbased_always_off") => 0.0,
+        Ok("traceidratio" | "parentbased_traceidratio") => arg(),
+        _ => DEFAULT_SAMPLE_RATIO,
+    }
+}
+
+/// Whether work that starts a trace of its own (no caller) is sampled.
+pub fn sampled_root() -> bool {
+    exporting() && rand::random::<f64>() < RATIO.get().copied().unwrap_or(DEFAULT_SAMPLE_RATIO)
+}
 
 static OTEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -82,17 +116,12 @@ pub fn init() -> anyhow::Result<Guard> {
                 .build()
                 .map_err(|e| anyhow::anyhow!("OTEL_EXPORTER_OTLP_ENDPOINT: {e}"))?;
             let service = std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| "ward".into());
-            let mut provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().with_batch_exporter(exporter);
-            // Unless OTEL_TRACES_SAMPLER says otherwise (the SDK reads it): a
-            // request that arrives with a sampled traceparent is traced, and
-            // DEFAULT_SAMPLE_RATIO of the others start a trace.
-            if std::env::var_os("OTEL_TRACES_SAMPLER").is_none() {
-                use opentelemetry_sdk::trace::Sampler;
-                provider = provider.with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
-                    DEFAULT_SAMPLE_RATIO,
-                ))));
-            }
-            let provider = provider
+            // Ward samples when a request (or a delivery) starts (see
+            // `sampled_root`); what reaches the SDK is to be exported.
+            let _ = RATIO.set(sample_ratio());
+            let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+                .with_batch_exporter(exporter)
+                .with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn)
                 .with_resource(
                     opentelemetry_sdk::Resource::builder()
                         .with_service_name(service)
@@ -106,11 +135,19 @@ pub fn init() -> anyhow::Result<Guard> {
             OTEL.store(true, std::sync::atomic::Ordering::Relaxed);
             ward_core::traceparent::set_source(current_traceparent);
             (
-                // Spans follow WARD_TRACE (default `info`), not the log level:
-                // quiet logs still trace every request.
-                Some(tracing_opentelemetry::layer().with_tracer(tracer).with_filter(
-                    EnvFilter::try_from_env("WARD_TRACE").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,h2=warn")),
-                )),
+                // Only sampled requests and deliveries, and what runs inside
+                // them, reach the exporter: an unsampled request costs a
+                // filter check per span, not a span. Spans follow WARD_TRACE
+                // (default `info`), not the log level.
+                Some(
+                    tracing_opentelemetry::layer().with_tracer(tracer).with_filter(
+                        EnvFilter::try_from_env("WARD_TRACE")
+                            .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,h2=warn"))
+                            .and(tracing_subscriber::filter::DynFilterFn::new(|meta, cx| {
+                                meta.target().starts_with(SAMPLED_PREFIX) || cx.lookup_current().is_some()
+                            })),
+                    ),
+                ),
                 Some(provider),
             )
         }
@@ -128,8 +165,9 @@ fn current_traceparent() -> Option<String> {
         .then(|| format!("00-{}-{}-{:02x}", sc.trace_id(), sc.span_id(), sc.trace_flags().to_u8()))
 }
 
-/// The trace id of a valid `traceparent` header (`00-<32 hex>-<16 hex>-<2 hex>`).
-fn incoming_trace_id(headers: &http::HeaderMap) -> Option<String> {
+/// The trace id of a valid `traceparent` header (`00-<32 hex>-<16 hex>-<2
+/// hex>`), and whether its caller sampled it.
+fn incoming_trace(headers: &http::HeaderMap) -> Option<(String, bool)> {
     let v = headers.get(ward_core::traceparent::HEADER)?.to_str().ok()?;
     let mut parts = v.trim().split('-');
     let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
@@ -141,19 +179,35 @@ fn incoming_trace_id(headers: &http::HeaderMap) -> Option<String> {
         && hex(span, 16)
         && span != "0".repeat(16)
         && hex(flags, 2);
-    valid.then(|| trace.to_owned())
+    let sampled = u8::from_str_radix(flags, 16).is_ok_and(|f| f & 1 == 1);
+    valid.then(|| (trace.to_owned(), sampled))
 }
 
 /// A request's span (tower-http's `make_span_with`): method, path and its
 /// trace id, with the incoming `traceparent` as its parent.
 pub fn request_span<B>(req: &http::Request<B>) -> tracing::Span {
-    let span = tracing::info_span!(
-        "request",
-        method = %req.method(),
-        path = %req.uri().path(),
-        trace_id = tracing::field::Empty,
-    );
-    let trace_id = if exporting() {
+    let incoming = incoming_trace(req.headers());
+    let sampled = match &incoming {
+        Some((_, sampled)) => exporting() && *sampled,
+        None => sampled_root(),
+    };
+    let span = if sampled {
+        tracing::info_span!(
+            target: SAMPLED_REQUEST,
+            "request",
+            method = %req.method(),
+            path = %req.uri().path(),
+            trace_id = tracing::field::Empty,
+        )
+    } else {
+        tracing::info_span!(
+            "request",
+            method = %req.method(),
+            path = %req.uri().path(),
+            trace_id = tracing::field::Empty,
+        )
+    };
+    let trace_id = if sampled {
         let parent = opentelemetry::global::get_text_map_propagator(|p| {
             p.extract(&opentelemetry_http_headers::Extractor(req.headers()))
         });
@@ -163,14 +217,12 @@ pub fn request_span<B>(req: &http::Request<B>) -> tracing::Span {
     } else {
         None
     };
-    let trace_id = trace_id
-        .or_else(|| incoming_trace_id(req.headers()))
-        .unwrap_or_else(|| {
-            use rand::RngCore as _;
-            let mut b = [0u8; 16];
-            rand::thread_rng().fill_bytes(&mut b);
-            hex::encode(b)
-        });
+    let trace_id = trace_id.or_else(|| incoming.map(|(id, _)| id)).unwrap_or_else(|| {
+        use rand::RngCore as _;
+        let mut b = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut b);
+        hex::encode(b)
+    });
     span.record("trace_id", trace_id.as_str());
     span
 }
@@ -223,9 +275,12 @@ mod tests {
         let ok = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         h.insert("traceparent", ok.parse().unwrap());
         assert_eq!(
-            incoming_trace_id(&h).as_deref(),
-            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+            incoming_trace(&h),
+            Some(("4bf92f3577b34da6a3ce929d0e0e4736".into(), true))
         );
+        let unsampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+        h.insert("traceparent", unsampled.parse().unwrap());
+        assert_eq!(incoming_trace(&h).map(|t| t.1), Some(false), "not sampled");
         for bad in [
             "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
@@ -235,7 +290,7 @@ mod tests {
             "garbage",
         ] {
             h.insert("traceparent", bad.parse().unwrap());
-            assert_eq!(incoming_trace_id(&h), None, "{bad}");
+            assert_eq!(incoming_trace(&h), None, "{bad}");
         }
     }
 }

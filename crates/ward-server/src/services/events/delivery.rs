@@ -282,7 +282,11 @@ async fn deliver(ward: &Ward, job: &JobRecord) -> (JobEnd, Option<i64>, Option<A
     };
     // Its own span (a delivery runs after the request that made the event):
     // the sink receives its traceparent.
-    let span = tracing::info_span!("deliver", event = %event.id, r#type = %event.event_type);
+    let span = if crate::traces::sampled_root() {
+        tracing::info_span!(target: crate::traces::SAMPLED_DELIVERY, "deliver", event = %event.id, r#type = %event.event_type)
+    } else {
+        tracing::info_span!("deliver", event = %event.id, r#type = %event.event_type)
+    };
     let outcome = tracing::Instrument::instrument(post(ward, &sub, &event), span).await;
     let now = ward.clock.now_millis();
     let mut down = None;
