@@ -140,13 +140,20 @@ pub fn init() -> anyhow::Result<Guard> {
                 // filter check per span, not a span. Spans follow WARD_TRACE
                 // (default `info`), not the log level.
                 Some(
-                    tracing_opentelemetry::layer().with_tracer(tracer).with_filter(
-                        EnvFilter::try_from_env("WARD_TRACE")
-                            .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,h2=warn"))
-                            .and(tracing_subscriber::filter::DynFilterFn::new(|meta, cx| {
-                                meta.target().starts_with(SAMPLED_PREFIX) || cx.lookup_current().is_some()
-                            })),
-                    ),
+                    tracing_opentelemetry::layer()
+                        .with_tracer(tracer)
+                        // Busy/idle time, thread and source location on every
+                        // span cost more than they tell here.
+                        .with_tracked_inactivity(false)
+                        .with_threads(false)
+                        .with_location(false)
+                        .with_filter(
+                            EnvFilter::try_from_env("WARD_TRACE")
+                                .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,h2=warn"))
+                                .and(tracing_subscriber::filter::DynFilterFn::new(|meta, cx| {
+                                    meta.target().starts_with(SAMPLED_PREFIX) || cx.lookup_current().is_some()
+                                })),
+                        ),
                 ),
                 Some(provider),
             )
@@ -241,10 +248,10 @@ pub async fn service_span(req: axum::extract::Request, next: axum::middleware::N
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
     let span = if grpc {
         let rpc = crate::telemetry::grpc_method(req.uri().path()).unwrap_or("other");
-        tracing::info_span!("rpc", rpc = rpc, transport = "grpc")
+        tracing::info_span!(target: ward_core::traceparent::SPANS, "rpc", rpc = rpc, transport = "grpc")
     } else {
         let route = req.extensions().get::<crate::rest::table::RouteLabel>();
-        tracing::info_span!("rpc", rpc = route.map_or("unmatched", |r| &*r.0), transport = "rest")
+        tracing::info_span!(target: ward_core::traceparent::SPANS, "rpc", rpc = route.map_or("unmatched", |r| &*r.0), transport = "rest")
     };
     tracing::Instrument::instrument(next.run(req), span).await
 }
