@@ -150,9 +150,24 @@ pub fn init() -> anyhow::Result<Guard> {
                         .with_filter(
                             EnvFilter::try_from_env("WARD_TRACE")
                                 .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,h2=warn"))
-                                .and(tracing_subscriber::filter::DynFilterFn::new(|meta, cx| {
-                                    meta.target().starts_with(SAMPLED_PREFIX) || cx.lookup_current().is_some()
-                                })),
+                                .and(
+                                    tracing_subscriber::filter::DynFilterFn::new(|meta, cx| {
+                                        meta.target().starts_with(SAMPLED_PREFIX) || cx.lookup_current().is_some()
+                                    })
+                                    // Only Ward's own trace spans are decided per
+                                    // use; every other callsite (events, other
+                                    // crates' spans) is off for good, so its
+                                    // checks stay as cheap as without traces.
+                                    .with_callsite_filter(|meta| {
+                                        let ours = meta.target().starts_with(SAMPLED_PREFIX)
+                                            || meta.target().starts_with(ward_core::traceparent::SPANS);
+                                        if meta.is_span() && ours {
+                                            tracing::subscriber::Interest::sometimes()
+                                        } else {
+                                            tracing::subscriber::Interest::never()
+                                        }
+                                    }),
+                                ),
                         ),
                 ),
                 Some(provider),
