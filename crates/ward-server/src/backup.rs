@@ -14,7 +14,7 @@
 //! PostgreSQL and S3 are backed up with their own tools (`pg_dump`, bucket
 //! versioning; see the README); `check` works on them too.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
@@ -83,16 +83,6 @@ fn copy_verified(from: &Path, to: &Path, digest: &Digest) -> anyhow::Result<u64>
     Ok(n)
 }
 
-/// The relative path of a blob in a backup (as the local store lays it out).
-fn blob_rel(d: &Digest) -> PathBuf {
-    let hex = d.hex();
-    Path::new("registry")
-        .join("blobs")
-        .join(d.algorithm().name())
-        .join(&hex[..2])
-        .join(hex)
-}
-
 /// `ward admin backup --out DIR`: an online backup of a SQLite database and
 /// the local blob store.
 pub async fn backup(config: &ServerConfig, out: &Path) -> anyhow::Result<Backup> {
@@ -130,12 +120,16 @@ pub async fn backup(config: &ServerConfig, out: &Path) -> anyhow::Result<Backup>
         };
         // Then the blobs the snapshot knows, and only those
         // (content-addressed: one already in the backup is kept).
+        // The backup's blobs are laid out as a local store's.
+        let backup_blobs = LocalBlobs::open(&out.join("registry"))?;
         let known = sqlite_known_blobs(&target).map_err(|e| anyhow::anyhow!("{}", e.message()))?;
+        let mut wanted = std::collections::BTreeSet::new();
         for (digest, size) in known {
             let Some(digest) = Digest::parse(&digest) else {
                 bail!("the database names a blob {digest:?} that is not a digest");
             };
-            let dest = out.join(blob_rel(&digest));
+            let dest = backup_blobs.blob_path(&digest);
+            wanted.insert(dest.clone());
             report.blobs += 1;
             if dest.exists() && std::fs::metadata(&dest)?.len() == size as u64 {
                 continue;
@@ -149,17 +143,9 @@ pub async fn backup(config: &ServerConfig, out: &Path) -> anyhow::Result<Backup>
         }
         // Blobs of an earlier backup into this directory that this snapshot
         // no longer names go, so a restore holds exactly the snapshot's.
-        let wanted: std::collections::BTreeSet<PathBuf> = sqlite_known_blobs(&target)
-            .map_err(|e| anyhow::anyhow!("{}", e.message()))?
-            .iter()
-            .filter_map(|(d, _)| Digest::parse(d))
-            .map(|d| out.join(blob_rel(&d)))
-            .collect();
-        if out.join("registry").exists() {
-            for (_, path) in LocalBlobs::open(&out.join("registry"))?.stored()? {
-                if !wanted.contains(&path) {
-                    std::fs::remove_file(&path)?;
-                }
+        for (_, path) in backup_blobs.stored()? {
+            if !wanted.contains(&path) {
+                std::fs::remove_file(&path)?;
             }
         }
         if secret_is_file {

@@ -159,10 +159,7 @@ fn too_many(req: &axum::extract::Request, wait: Duration) -> Response {
     let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     let secs = secs.max(1);
     let message = format!("rate limit exceeded; retry in {secs} s");
-    let is_grpc = req
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    let is_grpc = crate::grpc::is_grpc(req.headers());
     if is_grpc {
         use tonic_types::{ErrorDetails, StatusExt};
         let mut details = ErrorDetails::with_error_info(
@@ -178,7 +175,7 @@ fn too_many(req: &axum::extract::Request, wait: Duration) -> Response {
         }
         return resp;
     }
-    let body = if req.uri().path().starts_with("/v2/") || req.uri().path() == "/v2" {
+    let body = if crate::oci::is_registry_path(req.uri().path()) {
         json!({"errors": [{"code": "TOOMANYREQUESTS", "message": message, "detail": {"retryAfterSeconds": secs}}]})
     } else {
         json!({

@@ -166,10 +166,7 @@ pub async fn observe(req: axum::extract::Request, next: axum::middleware::Next) 
         return next.run(req).await;
     }
     let started = Instant::now();
-    let grpc = req
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    let grpc = crate::grpc::is_grpc(req.headers());
     if grpc {
         let rpc = grpc_method(req.uri().path()).unwrap_or("other");
         let resp = next.run(req).await;

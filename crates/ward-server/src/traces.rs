@@ -257,10 +257,7 @@ pub async fn service_span(req: axum::extract::Request, next: axum::middleware::N
     if !exporting() {
         return next.run(req).await;
     }
-    let grpc = req
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    let grpc = crate::grpc::is_grpc(req.headers());
     let span = if grpc {
         let rpc = crate::telemetry::grpc_method(req.uri().path()).unwrap_or("other");
         tracing::info_span!(target: ward_core::traceparent::SPANS, "rpc", rpc = rpc, transport = "grpc")

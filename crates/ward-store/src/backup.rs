@@ -20,14 +20,19 @@ fn err(context: &str, e: impl std::fmt::Display) -> Error {
     Error::internal(format_args!("{context}: {e}"))
 }
 
+/// A read-only connection: nothing here writes to the database it reads.
+fn open_read_only(db: &Path) -> Result<Connection> {
+    Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(|e| err("open the database", e))
+}
+
 /// Writes a consistent copy of the SQLite database at `db` to `out` (which
 /// must not exist) while servers keep writing: `VACUUM INTO` reads one
 /// snapshot (every write committed before it began, none after) on a
 /// read-only connection, so writers are never blocked. Blocking: call it
 /// off the async workers.
 pub fn snapshot_sqlite(db: &Path, out: &Path) -> Result<()> {
-    let c = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .map_err(|e| err("open the database", e))?;
+    let c = open_read_only(db)?;
     c.busy_timeout(std::time::Duration::from_secs(30))
         .map_err(|e| err("open the database", e))?;
     let target = out
@@ -42,8 +47,7 @@ pub fn snapshot_sqlite(db: &Path, out: &Path) -> Result<()> {
 /// integrity_check` and `foreign_key_check`); empty when it is sound.
 /// Blocking.
 pub fn check_sqlite(db: &Path) -> Result<Vec<String>> {
-    let c = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .map_err(|e| err("open the database", e))?;
+    let c = open_read_only(db)?;
     let mut problems: Vec<String> = c
         .prepare("PRAGMA integrity_check")
         .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
@@ -69,9 +73,8 @@ pub fn check_sqlite(db: &Path) -> Result<Vec<String>> {
 
 /// The blobs (digest, size) the SQLite database at `db` knows. Blocking.
 pub fn sqlite_known_blobs(db: &Path) -> Result<Vec<(String, i64)>> {
-    let c = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .map_err(|e| err("open the database", e))?;
-    c.prepare("SELECT digest, size FROM blobs ORDER BY digest")
+    open_read_only(db)?
+        .prepare("SELECT digest, size FROM blobs ORDER BY digest")
         .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
         .map_err(|e| err("read the blobs", e))
 }

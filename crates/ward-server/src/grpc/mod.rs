@@ -45,6 +45,14 @@ fn reply<T>(r: Result<T>) -> std::result::Result<tonic::Response<T>, tonic::Stat
     r.map(tonic::Response::new).map_err(|e| grpc_status(e, IAM_DOMAIN))
 }
 
+/// Whether a request is gRPC (its content type), for the layers that answer
+/// or label gRPC and REST differently.
+pub(crate) fn is_grpc(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
 /// Adds `svc` to `router` at its gRPC path prefix.
 fn route<S>(router: axum::Router, svc: S) -> axum::Router
 where

@@ -292,6 +292,12 @@ pub(crate) fn route(path: &str) -> Option<Route<'_>> {
 }
 
 /// The host (and port) the registry is addressed by, for challenges.
+/// Whether `path` is the registry's (`/v2` and below), whose errors take the
+/// distribution spec's shape.
+pub(crate) fn is_registry_path(path: &str) -> bool {
+    path == "/v2" || path.starts_with("/v2/")
+}
+
 pub(crate) fn registry_host(ward: &Ward) -> String {
     let url = ward.tokens.registry_audience();
     let after = url.split_once("://").map_or(url, |(_, r)| r);

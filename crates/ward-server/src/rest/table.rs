@@ -222,7 +222,7 @@ pub async fn documented_methods(
         return resp;
     }
     let allow = allowed.iter().map(http::Method::as_str).collect::<Vec<_>>().join(", ");
-    let mut resp = if req.uri().path().starts_with("/v2/") || req.uri().path() == "/v2" {
+    let mut resp = if crate::oci::is_registry_path(req.uri().path()) {
         let body = serde_json::json!({"errors": [{"code": "UNSUPPORTED",
             "message": "the operation is unsupported", "detail": null}]});
         (http::StatusCode::METHOD_NOT_ALLOWED, axum::Json(body)).into_response()
