@@ -297,6 +297,7 @@ pub trait AdvisoryStore: Send + Sync + 'static {
         parent_uid: &str,
         records: &[FeedRecord],
         now_ms: i64,
+        emit: crate::events::Emit<Vec<FeedOutcome>>,
     ) -> Result<Vec<FeedOutcome>>;
     /// The groups holding a record with this id, by uid.
     async fn feed_record_groups(&self, id: &str) -> Result<Vec<String>>;

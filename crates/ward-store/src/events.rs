@@ -162,6 +162,16 @@ pub struct FailedDeliveryRecord {
     pub time: i64,
 }
 
+/// Deliveries a deferral gives up instead: those queued before
+/// `queued_before`, recorded as failed with the sink's last failure.
+#[derive(Clone, Debug)]
+pub struct Expired {
+    pub queued_before: i64,
+    pub status: i64,
+    pub error: String,
+    pub time: i64,
+}
+
 /// How one delivery attempt ended, as recorded on its subscription.
 #[derive(Clone, Debug)]
 pub enum Attempt {
@@ -209,8 +219,12 @@ pub trait EventStore {
     /// and clears the mark of those below it.
     async fn refresh_backlogs(&self) -> Result<()>;
     /// Moves the queued deliveries of `subscription` that would run before
-    /// `until` to `until` (its sink is backing off); returns how many.
-    async fn defer_deliveries(&self, subscription: &str, until: i64) -> Result<u64>;
+    /// `until` to `until` (its sink is backing off); returns how many. Those
+    /// queued before `expired.queued_before` would only run past their give-up
+    /// time: they fail for good now, with the sink's last failure, all in the
+    /// same transaction (a sink dead for a day gives its whole backlog up at
+    /// once, not one probe at a time).
+    async fn defer_deliveries(&self, subscription: &str, until: i64, expired: &Expired) -> Result<u64>;
     /// Queues failed deliveries of `subscription` again (one event's, or
     /// every one), at `now_ms`; returns how many.
     async fn retry_deliveries(&self, subscription: &str, event_id: Option<&str>, now_ms: i64) -> Result<u64>;

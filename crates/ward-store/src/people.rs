@@ -244,8 +244,9 @@ pub trait PeopleStore: Send + Sync {
 
     /// An identity's profile details (JSON), if any.
     async fn identity_metadata(&self, identity_uid: &str) -> Result<Option<String>>;
-    /// Stores them; NOT_FOUND when the identity does not exist.
-    async fn set_identity_metadata(&self, identity_uid: &str, data: &str) -> Result<()>;
+    /// Stores them with their event; NOT_FOUND when the identity does not
+    /// exist.
+    async fn set_identity_metadata(&self, identity_uid: &str, data: &str, emit: crate::events::Emit<()>) -> Result<()>;
 
     /// Records `id` as used until `expire_ms`; false when it already was.
     async fn use_once(&self, id: &str, expire_ms: i64, now_ms: i64) -> Result<bool>;

@@ -352,7 +352,7 @@ fn subscription(parent: &Uidp, sink: &str) -> ward_store::events::SubscriptionRe
 
 #[tokio::test(flavor = "multi_thread")]
 async fn customer_events_queue_deliveries_for_the_subscriptions_at_or_above_their_group() {
-    use ward_store::events::{Attempt, FailedDeliveryRecord, INTERNAL, MAX_SUBSCRIPTIONS_PER_GROUP};
+    use ward_store::events::{Attempt, Expired, FailedDeliveryRecord, INTERNAL, MAX_SUBSCRIPTIONS_PER_GROUP};
     use ward_store::vulns::{JobEnd, Lane};
     for b in testing::stores().await {
         let s = &b.store;
@@ -412,7 +412,17 @@ async fn customer_events_queue_deliveries_for_the_subscriptions_at_or_above_thei
         assert_eq!((pending, kept.len()), (1, 0), "{name}");
 
         // A sink backing off: its queue waits until then.
-        assert_eq!(s.defer_deliveries(&at_org.uid, 10_000).await.unwrap(), 1, "{name}");
+        let none_expired = Expired {
+            queued_before: 0,
+            status: 0,
+            error: String::new(),
+            time: 0,
+        };
+        assert_eq!(
+            s.defer_deliveries(&at_org.uid, 10_000, &none_expired).await.unwrap(),
+            1,
+            "{name}"
+        );
         assert!(
             s.claim_jobs(Lane::Deliveries, 9_999, 1000, 10)
                 .await
@@ -447,9 +457,29 @@ async fn customer_events_queue_deliveries_for_the_subscriptions_at_or_above_thei
         let (pending, _) = s.deliveries(&full.uid, 10).await.unwrap();
         assert_eq!(pending, ward_store::events::MAX_PENDING_PER_SUBSCRIPTION, "{name}");
         assert_eq!(
-            s.defer_deliveries(&full.uid, 1_000_000).await.unwrap(),
+            s.defer_deliveries(&full.uid, 1_000_000, &none_expired).await.unwrap(),
             ward_store::events::MAX_PENDING_PER_SUBSCRIPTION as u64,
             "{name}: the one more was not queued"
+        );
+        // A sink dead past the give-up time: its whole backlog fails at once,
+        // kept with the sink's last failure, and nothing is left to defer.
+        let expired = Expired {
+            queued_before: 21,
+            status: 503,
+            error: "down".into(),
+            time: 2_000_000,
+        };
+        assert_eq!(
+            s.defer_deliveries(&full.uid, 2_000_000, &expired).await.unwrap(),
+            0,
+            "{name}"
+        );
+        let (pending, kept) = s.deliveries(&full.uid, 10).await.unwrap();
+        assert_eq!((pending, kept.len()), (0, 10), "{name}");
+        assert!(
+            kept.iter()
+                .all(|f| f.status == 503 && f.error == "down" && f.event_type == "t" && f.time == 2_000_000),
+            "{name}: {kept:?}"
         );
 
         // At most so many per group.

@@ -531,6 +531,23 @@ async fn osv_feeds_import_as_published_and_follow_their_updates() {
             resp["results"][0]["reason"].as_str().unwrap_or("").contains("modified"),
             "[{b}] {resp}"
         );
+        // The import is in the audit trail: what changed, by whom.
+        let (status, log) = s
+            .get(&format!(
+                "/events/v1/events?group={org}&types=dev.chainguard.api.vulnerabilities.osv.imported.v1"
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {log}");
+        // Newest first: this request's; the earlier imports above have theirs.
+        let events = log["events"].as_array().cloned().unwrap_or_default();
+        assert_eq!(events.len(), 6, "[{b}] one per import request above {log}");
+        assert_eq!(events[0]["audience"], "customer", "[{b}]");
+        let body: Value = serde_json::from_str(events[0]["body"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({"counts": {"CREATED": 1}, "results": [{"recordId": "PYSEC-2021-99", "outcome": "CREATED"}]}),
+            "[{b}]"
+        );
         let (status, resp) = s
             .call_as(
                 &outsider,

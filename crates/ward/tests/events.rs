@@ -391,6 +391,22 @@ async fn identity_providers_mappings_invites_and_terms_record_their_events() {
         let joined = of_type(&s, &org, "dev.chainguard.api.auth.registered.v1").await;
         assert_eq!(joined[0]["actor"]["subject"], joiner, "[{b}]");
         assert_eq!(event_body(&joined[0]), session, "[{b}] the body is the response");
+        // A profile update is audited, never delivered (the contract gives it
+        // no audience).
+        let (st, profile) = s
+            .call_as(
+                &joiner_token,
+                reqwest::Method::PATCH,
+                "/iam/v2/identities:updateIdentityMetadata",
+                Some(json!({"identityMetadata": {"company": "Acme"}, "updateMask": "company"})),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {profile}");
+        let updated = of_type(&s, &joiner, "dev.chainguard.api.iam.identity.metadata.updated.v1").await;
+        assert_eq!(updated.len(), 1, "[{b}] {updated:?}");
+        assert_eq!(updated[0]["audience"], "internal", "[{b}]");
+        assert_eq!(updated[0]["actor"]["subject"], joiner, "[{b}]");
+        assert_eq!(event_body(&updated[0]), profile, "[{b}] the body is the response");
 
         let (st, _) = s
             .post(&format!("/iam/v2/terms/{org}"), json!({"documentIds": ["tos.v1"]}))

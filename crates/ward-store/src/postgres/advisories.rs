@@ -554,6 +554,7 @@ impl AdvisoryStore for PostgresStore {
         parent_uid: &str,
         records: &[FeedRecord],
         now_ms: i64,
+        emit: Emit<Vec<FeedOutcome>>,
     ) -> Result<Vec<FeedOutcome>> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "groups", parent_uid, "FOR SHARE").await? {
@@ -627,6 +628,7 @@ impl AdvisoryStore for PostgresStore {
             }
             out.push(outcome);
         }
+        log_event(&mut tx, &emit.record(&out)).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))?;
         Ok(out)
     }

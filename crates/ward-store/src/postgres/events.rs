@@ -8,9 +8,9 @@ use ward_core::{Error, Result};
 
 use super::{PostgresStore, lock};
 use crate::events::{
-    Attempt, CUSTOMER, DELIVER, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, FailedDeliveryRecord,
-    MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP, QueryValue, SUBSCRIPTION_COLUMNS, SUBSCRIPTION_TYPE,
-    SubscriptionRecord, query_sql, receiving_groups,
+    Attempt, CUSTOMER, DELIVER, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, Expired,
+    FailedDeliveryRecord, MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP, QueryValue, SUBSCRIPTION_COLUMNS,
+    SUBSCRIPTION_TYPE, SubscriptionRecord, query_sql, receiving_groups,
 };
 use crate::{GROUP_TYPE, db_err};
 
@@ -250,16 +250,51 @@ impl EventStore for PostgresStore {
         Ok(())
     }
 
-    async fn defer_deliveries(&self, subscription: &str, until: i64) -> Result<u64> {
+    async fn defer_deliveries(&self, subscription: &str, until: i64, expired: &Expired) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        // SKIP LOCKED: a delivery another replica holds is its to finish.
+        let gone: Vec<(String, i64)> = sqlx::query_as(&format!(
+            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE {} AND lease_until IS NULL \
+             AND create_time < $2 FOR UPDATE SKIP LOCKED) RETURNING key, attempts",
+            deliveries_of("$1")
+        ))
+        .bind(subscription)
+        .bind(expired.queued_before)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| db_err("expire deliveries", e))?;
+        if !gone.is_empty() {
+            let (ids, attempts): (Vec<String>, Vec<i64>) = gone
+                .into_iter()
+                .map(|(k, a)| (k.split_once('|').map_or(k.clone(), |(_, id)| id.to_owned()), a))
+                .unzip();
+            sqlx::query(&format!(
+                "INSERT INTO failed_deliveries ({FAILED_COLUMNS}) \
+                 SELECT $1, g.id, COALESCE(e.type, ''), g.attempts, $4, $5, $6 \
+                 FROM UNNEST($2::TEXT[], $3::BIGINT[]) AS g(id, attempts) LEFT JOIN events e ON e.id = g.id \
+                 WHERE EXISTS (SELECT 1 FROM subscriptions WHERE uid = $1) ON CONFLICT (subscription_uid, event_id) DO UPDATE SET event_type = EXCLUDED.event_type, \
+                 attempts = EXCLUDED.attempts, status = EXCLUDED.status, error = EXCLUDED.error, time = EXCLUDED.time"
+            ))
+            .bind(subscription)
+            .bind(&ids)
+            .bind(&attempts)
+            .bind(expired.status)
+            .bind(&expired.error)
+            .bind(expired.time)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("record expired deliveries", e))?;
+        }
         let done = sqlx::query(&format!(
             "UPDATE jobs SET run_after = $2 WHERE {} AND lease_until IS NULL AND run_after < $2",
             deliveries_of("$1")
         ))
         .bind(subscription)
         .bind(until)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(|e| db_err("defer deliveries", e))?;
+        tx.commit().await.map_err(|e| db_err("commit", e))?;
         Ok(done.rows_affected())
     }
 

@@ -610,7 +610,7 @@ impl PeopleStore for PostgresStore {
         Ok(row.map(|(d,)| d))
     }
 
-    async fn set_identity_metadata(&self, identity_uid: &str, data: &str) -> Result<()> {
+    async fn set_identity_metadata(&self, identity_uid: &str, data: &str, emit: Emit<()>) -> Result<()> {
         let mut tx = self.begin().await?;
         if !lock(&mut tx, "identities", identity_uid, "FOR SHARE").await? {
             return Err(Error::not_found(IDENTITY_TYPE, identity_uid));
@@ -624,6 +624,7 @@ impl PeopleStore for PostgresStore {
         .execute(&mut *tx)
         .await
         .map_err(|e| db_err("set identity metadata", e))?;
+        insert_event(&mut tx, &emit.record(&())).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
 

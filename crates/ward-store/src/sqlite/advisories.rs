@@ -583,6 +583,7 @@ impl AdvisoryStore for SqliteStore {
         parent_uid: &str,
         records: &[FeedRecord],
         now_ms: i64,
+        emit: Emit<Vec<FeedOutcome>>,
     ) -> Result<Vec<FeedOutcome>> {
         let (parent, records) = (parent_uid.to_owned(), records.to_vec());
         self.write("import feed records", move |c| {
@@ -645,6 +646,7 @@ impl AdvisoryStore for SqliteStore {
                 }
                 out.push(outcome);
             }
+            log_event(&tx, &emit.record(&out))?;
             tx.commit()?;
             Ok(Ok(out))
         })

@@ -9,9 +9,9 @@ use ward_core::{Error, Result};
 use super::{SqliteStore, exists};
 use crate::GROUP_TYPE;
 use crate::events::{
-    Attempt, CUSTOMER, DELIVER, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, FailedDeliveryRecord,
-    MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP, QueryValue, SUBSCRIPTION_COLUMNS, SUBSCRIPTION_TYPE,
-    SubscriptionRecord, query_sql, receiving_groups,
+    Attempt, CUSTOMER, DELIVER, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, Expired,
+    FailedDeliveryRecord, MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP, QueryValue, SUBSCRIPTION_COLUMNS,
+    SUBSCRIPTION_TYPE, SubscriptionRecord, query_sql, receiving_groups,
 };
 
 /// Appends `e` to the log, inside the caller's transaction, and queues its
@@ -278,15 +278,29 @@ impl EventStore for SqliteStore {
         .await
     }
 
-    async fn defer_deliveries(&self, subscription: &str, until: i64) -> Result<u64> {
-        let s = subscription.to_owned();
+    async fn defer_deliveries(&self, subscription: &str, until: i64, expired: &Expired) -> Result<u64> {
+        let (s, x) = (subscription.to_owned(), expired.clone());
         self.write("defer deliveries", move |c| {
-            let n = c
-                .prepare_cached(
-                    "UPDATE jobs SET run_after = ?3 WHERE kind = ?1 AND key >= ?2 || '|' AND key < ?2 || '}' \
-                     AND lease_until IS NULL AND run_after < ?3",
-                )?
+            let tx = c.savepoint()?;
+            let queued = "j.kind = ?1 AND j.key >= ?2 || '|' AND j.key < ?2 || '}' AND j.lease_until IS NULL";
+            tx.prepare_cached(&format!(
+                "INSERT OR REPLACE INTO failed_deliveries ({FAILED_COLUMNS}) \
+                 SELECT ?2, substr(j.key, length(?2) + 2), COALESCE(e.type, ''), j.attempts, ?4, ?5, ?6 \
+                 FROM jobs j LEFT JOIN events e ON e.id = substr(j.key, length(?2) + 2) \
+                 WHERE {queued} AND j.create_time < ?3 AND EXISTS (SELECT 1 FROM subscriptions WHERE uid = ?2)"
+            ))?
+            .execute(params![DELIVER, s, x.queued_before, x.status, x.error, x.time])?;
+            tx.prepare_cached(&format!(
+                "DELETE FROM jobs WHERE id IN (SELECT j.id FROM jobs j WHERE {queued} AND j.create_time < ?3)"
+            ))?
+            .execute(params![DELIVER, s, x.queued_before])?;
+            let n = tx
+                .prepare_cached(&format!(
+                    "UPDATE jobs SET run_after = ?3 WHERE id IN (SELECT j.id FROM jobs j WHERE {queued} \
+                     AND j.run_after < ?3)"
+                ))?
                 .execute(params![DELIVER, s, until])?;
+            tx.commit()?;
             Ok(n as u64)
         })
         .await

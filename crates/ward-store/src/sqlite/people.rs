@@ -733,7 +733,7 @@ impl PeopleStore for SqliteStore {
         .await
     }
 
-    async fn set_identity_metadata(&self, identity_uid: &str, data: &str) -> Result<()> {
+    async fn set_identity_metadata(&self, identity_uid: &str, data: &str, emit: Emit<()>) -> Result<()> {
         let (key, data) = (identity_uid.to_owned(), data.to_owned());
         self.write("set identity metadata", move |c| {
             let tx = c.savepoint()?;
@@ -745,6 +745,7 @@ impl PeopleStore for SqliteStore {
                  ON CONFLICT (identity_uid) DO UPDATE SET data = excluded.data",
                 params![key, data],
             )?;
+            insert_event(&tx, &emit.record(&()))?;
             tx.commit()?;
             Ok(Ok(()))
         })

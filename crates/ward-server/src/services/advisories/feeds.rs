@@ -189,6 +189,30 @@ pub fn parse_record(parent_uid: &str, body: String, now_ms: i64) -> std::result:
     })
 }
 
+/// The body of one store transaction's `…osv.imported.v1` event: how many
+/// records each outcome had, and the ids of those that changed (a rerun of
+/// a whole feed is mostly unchanged records, which are only counted).
+fn import_event_body(ids: &[String], outcomes: &[FeedOutcome]) -> Value {
+    let name = |o: &FeedOutcome| match o {
+        FeedOutcome::Created => "CREATED",
+        FeedOutcome::Updated => "UPDATED",
+        FeedOutcome::Withdrawn => "WITHDRAWN",
+        FeedOutcome::Unchanged => "UNCHANGED",
+    };
+    let mut counts = serde_json::Map::new();
+    for o in outcomes {
+        let n = counts.entry(name(o)).or_insert(Value::from(0u64));
+        *n = Value::from(n.as_u64().unwrap_or(0) + 1);
+    }
+    let results: Vec<Value> = ids
+        .iter()
+        .zip(outcomes)
+        .filter(|(_, o)| **o != FeedOutcome::Unchanged)
+        .map(|(id, o)| serde_json::json!({"recordId": id, "outcome": name(o)}))
+        .collect();
+    serde_json::json!({"counts": counts, "results": results})
+}
+
 impl Ward {
     pub async fn import_osv(&self, caller: &Caller, req: ImportOsvRequest) -> Result<ImportResponse> {
         let parent = Uidp::parse("parent_id", &req.parent_id)?;
@@ -251,9 +275,17 @@ impl Ward {
             // Short transactions: other writes wait for each one.
             let mut outcomes = Vec::with_capacity(records.len());
             for chunk in records.chunks(STORE_CHUNK) {
+                let ids: Vec<String> = chunk.iter().map(|r| r.id.clone()).collect();
+                let emit = self.rendered(
+                    caller,
+                    crate::services::events::types::OSV_IMPORTED,
+                    parent.as_str(),
+                    parent.as_str(),
+                    move |outcomes: &Vec<FeedOutcome>| import_event_body(&ids, outcomes),
+                );
                 outcomes.extend(
                     self.store
-                        .import_feed_records(parent.as_str(), chunk, self.clock.now_millis())
+                        .import_feed_records(parent.as_str(), chunk, self.clock.now_millis(), emit)
                         .await?,
                 );
             }

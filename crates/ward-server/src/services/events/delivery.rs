@@ -31,7 +31,7 @@ use rand::Rng as _;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use ward_core::uidp::Uidp;
-use ward_store::events::{Attempt, EventRecord, FailedDeliveryRecord, SubscriptionRecord};
+use ward_store::events::{Attempt, EventRecord, Expired, FailedDeliveryRecord, SubscriptionRecord};
 use ward_store::vulns::{JobEnd, JobRecord, Lane};
 
 use super::log::act_map;
@@ -141,7 +141,19 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
                 let (ward, sinks) = (ward.clone(), sinks.clone());
                 tokio::spawn(async move {
                     let (end, down, attempt) = deliver(&ward, &job).await;
-                    let down = sinks.leave(&sub, down, ward.clock.now_millis());
+                    let now = ward.clock.now_millis();
+                    let down = sinks.leave(&sub, down, now);
+                    // What the queue waiting out the back-off gives up: the
+                    // deliveries that would only run past their give-up time.
+                    let expired = match &attempt {
+                        Some(Attempt::Failed { status, error, .. }) => down.map(|until| Expired {
+                            queued_before: until - GIVE_UP_AFTER_MS,
+                            status: *status,
+                            error: error.clone(),
+                            time: now,
+                        }),
+                        _ => None,
+                    };
                     // The attempt, the job's end and the sink's back-off are
                     // independent writes: at once, they share a commit.
                     let record = async {
@@ -151,9 +163,11 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
                         }
                     };
                     let defer = async {
-                        match down {
-                            Some(until) => ward.store.defer_deliveries(&sub, until).await.map(drop),
-                            None => Ok(()),
+                        match (down, expired) {
+                            (Some(until), Some(expired)) => {
+                                ward.store.defer_deliveries(&sub, until, &expired).await.map(drop)
+                            }
+                            _ => Ok(()),
                         }
                     };
                     let finish = ward.store.finish_job(&job, end, ward.clock.now_millis());

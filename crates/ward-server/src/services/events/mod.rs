@@ -56,6 +56,8 @@ pub mod types {
     pub const REGISTERED: &str = "dev.chainguard.api.auth.registered.v1";
     pub const TERMS_ACCEPTED: &str = "dev.chainguard.api.iam.terms.accepted.v1";
     pub const ADVISORIES_IMPORTED: &str = "dev.chainguard.api.vulnerabilities.advisories.imported.v1";
+    pub const OSV_IMPORTED: &str = "dev.chainguard.api.vulnerabilities.osv.imported.v1";
+    pub const IDENTITY_METADATA_UPDATED: &str = "dev.chainguard.api.iam.identity.metadata.updated.v1";
     pub const SUBSCRIPTION_CREATED: &str = "dev.chainguard.api.events.subscription.created.v1";
     pub const SUBSCRIPTION_DELETED: &str = "dev.chainguard.api.events.subscription.deleted.v1";
 }

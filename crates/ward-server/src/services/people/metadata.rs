@@ -6,8 +6,11 @@ use ward_core::names::check_text;
 use ward_core::{Error, Result};
 use ward_proto::iam::v2::{IdentityMetadata, UpdateIdentityMetadataRequest};
 
+use ward_store::events::INTERNAL;
+
 use crate::authz::Caller;
 use crate::services::UpdateMask;
+use crate::services::events::types;
 use crate::ward::Ward;
 
 pub const METADATA_FIELDS: Updatable = Updatable {
@@ -134,9 +137,6 @@ impl Ward {
         current.hubspot_utk = String::new();
         let json =
             serde_json::to_string(&current).map_err(|e| Error::internal(format_args!("encode metadata: {e}")))?;
-        if !mask.is_empty() {
-            self.store.set_identity_metadata(&caller.subject, &json).await?;
-        }
         let person = self.store.get_person(&caller.subject).await?;
         let name = person.map(|p| p.display_name).unwrap_or_default();
         let mut parts = name.splitn(2, ' ');
@@ -144,6 +144,20 @@ impl Ward {
         current.family_name = parts.next().unwrap_or_default().to_owned();
         current.name = name;
         current.uid = caller.subject.clone();
+        if !mask.is_empty() {
+            // The contract gives this event no audience: internal, so it is
+            // in the audit trail and never delivered to a subscription.
+            let emit = self
+                .created(
+                    caller,
+                    types::IDENTITY_METADATA_UPDATED,
+                    &caller.subject,
+                    &Ward::event_group(&caller.subject),
+                    &current,
+                )
+                .audience(INTERNAL);
+            self.store.set_identity_metadata(&caller.subject, &json, emit).await?;
+        }
         Ok(current)
     }
 }
