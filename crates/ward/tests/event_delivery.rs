@@ -245,6 +245,44 @@ async fn sinks_are_checked_and_bounded() {
                 .await;
             assert_eq!(st, StatusCode::BAD_REQUEST, "[{b}] {bad}: {body}");
         }
+        // A parent left out (grpc-gateway's `{parent=**}` matches no
+        // segment) is the request's error, named as each version names it,
+        // not a 405 from the List on the same path.
+        let fields =
+            |body: &Value| -> Vec<String> { common::field_violations(body).into_iter().map(|(f, _)| f).collect() };
+        for (path, field) in [
+            ("/events/v1/subscriptions", "parent_id"),
+            ("/events/v1/subscriptions/", "parent_id"),
+            ("/events/v1/subscriptions/not-a-uidp", "parent_id"),
+            ("/events/v2beta1/subscriptions", "parent"),
+            ("/events/v2/subscriptions", "parent"),
+            ("/events/v2/subscriptions/", "parent"),
+        ] {
+            let (st, body) = s.post(path, json!({"sink": "https://hooks.example.com/"})).await;
+            assert_eq!(st, StatusCode::BAD_REQUEST, "[{b}] {path}: {body}");
+            assert_eq!(fields(&body), [field], "[{b}] {path}: {body}");
+        }
+        // v1 deletes name the v1 request's field.
+        for path in ["/events/v1/subscriptions/not-a-uidp", "/iam/v1/groups/not-a-uidp"] {
+            let (st, body) = s.delete(path).await;
+            assert_eq!(st, StatusCode::BAD_REQUEST, "[{b}] {path}: {body}");
+            assert_eq!(fields(&body), ["id"], "[{b}] {path}: {body}");
+        }
+        let (st, body) = s
+            .call(Method::PUT, "/iam/v1/groups/not-a-uidp", Some(json!({"name": "abc"})))
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "[{b}] {body}");
+        assert_eq!(
+            fields(&body),
+            ["id"],
+            "[{b}] a v1 update's request is the bare group: {body}"
+        );
+        let (st, body) = s.get("/events/v2/subscriptions?orderBy=sink").await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "[{b}] {body}");
+        assert!(
+            body.to_string().contains("ordered by uid or create_time"),
+            "[{b}] the error names what subscriptions order by: {body}"
+        );
         for i in 0..16 {
             let (st, body) = s
                 .post(

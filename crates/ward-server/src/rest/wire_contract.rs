@@ -82,6 +82,25 @@ const ADDED: &[(&str, &str, &str, &str)] = &[
         "/iam/v2beta1/groups/",
         "as for v2",
     ),
+    (
+        "chainguard.platform.events.Subscriptions.Create",
+        "POST",
+        "/events/v1/subscriptions",
+        "the contract's template with no parent segment (grpc-gateway's `{parent_id=**}` matches none): the RPC \
+         names the missing parent instead of a 405 from the List's path",
+    ),
+    (
+        "chainguard.platform.events.v2beta1.SubscriptionsService.CreateSubscription",
+        "POST",
+        "/events/v2beta1/subscriptions",
+        "as for v1",
+    ),
+    (
+        "chainguard.platform.events.v2.SubscriptionsService.CreateSubscription",
+        "POST",
+        "/events/v2/subscriptions",
+        "as for v1",
+    ),
 ];
 
 #[test]

@@ -39,6 +39,16 @@ pub fn rpcs() -> Vec<Rpc> {
             "chainguard.platform.events.Subscriptions.Create",
             e::create,
         ),
+        // The contract's `{parent_id=**}` with no segment at all (as
+        // grpc-gateway matches it): the RPC names the parent left out,
+        // instead of a 405 from the List on the same path.
+        rpc(
+            Method::POST,
+            "/events/v1/subscriptions",
+            "subscription",
+            "chainguard.platform.events.Subscriptions.Create",
+            e::create,
+        ),
         rpc(
             Method::GET,
             "/events/v1/subscriptions",
@@ -78,6 +88,13 @@ pub fn rpcs() -> Vec<Rpc> {
     all.extend(both_versions!(
         POST,
         "/subscriptions/{parent=**}",
+        "subscription",
+        "CreateSubscription",
+        e::create_subscription
+    ));
+    all.extend(both_versions!(
+        POST,
+        "/subscriptions",
         "subscription",
         "CreateSubscription",
         e::create_subscription

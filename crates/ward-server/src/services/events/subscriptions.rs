@@ -152,12 +152,22 @@ impl Ward {
             skip: req.skip,
             filters: Vec::new(),
         };
-        let (q, skipped) = self.list_query(COLLECTION, params, visible)?;
-        if matches!(q.order.field, SortField::Name | SortField::UpdateTime) {
-            return Err(Error::InvalidArgument(vec![FieldViolation {
+        let order_error = || {
+            Error::InvalidArgument(vec![FieldViolation {
                 field: "order_by".into(),
-                description: "subscriptions are ordered by uid or create_time".into(),
-            }]));
+                description: format!(
+                    "order_by {:?} is not supported: subscriptions are ordered by uid or create_time, \
+                     optionally followed by desc",
+                    ward_core::names::echo(&req.order_by)
+                ),
+            }])
+        };
+        let (q, skipped) = match self.list_query(COLLECTION, params, visible) {
+            Err(Error::InvalidArgument(v)) if v.iter().any(|f| f.field == "order_by") => return Err(order_error()),
+            r => r?,
+        };
+        if matches!(q.order.field, SortField::Name | SortField::UpdateTime) {
+            return Err(order_error());
         }
         let page = self.store.list_subscriptions(&q).await?;
         Ok(ListSubscriptionsResponse {

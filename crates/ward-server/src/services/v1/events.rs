@@ -10,7 +10,7 @@ use ward_proto::common::UidpFilter;
 use ward_proto::events as v1;
 use ward_proto::events::v2;
 
-use super::{V1_PAGE, collect_all, narrow_to_id};
+use super::{ID, V1_PAGE, collect_all, narrow_to_id, v1_named};
 use crate::authz::Caller;
 use crate::ward::Ward;
 
@@ -29,7 +29,7 @@ pub async fn create(w: Arc<Ward>, c: Caller, req: v1::CreateSubscriptionRequest)
             sink: s.sink,
         }),
     };
-    w.create_subscription(&c, req).await.map(out)
+    v1_named(w.create_subscription(&c, req).await, &[("parent", "parent_id")]).map(out)
 }
 
 pub async fn list(w: Arc<Ward>, c: Caller, req: v1::SubscriptionFilter) -> Result<v1::SubscriptionList> {
@@ -58,8 +58,11 @@ async fn all_subscriptions(w: &Ward, c: &Caller, uidp: Option<UidpFilter>) -> Re
 }
 
 pub async fn delete(w: Arc<Ward>, c: Caller, req: v1::DeleteSubscriptionRequest) -> Result<()> {
-    w.delete_subscription(&c, v2::DeleteSubscriptionRequest { uid: req.id })
-        .await
+    v1_named(
+        w.delete_subscription(&c, v2::DeleteSubscriptionRequest { uid: req.id })
+            .await,
+        ID,
+    )
 }
 
 /// Calls of the service layer that take and return its own messages.

@@ -14,7 +14,7 @@ use ward_proto::common::UidpFilter;
 use ward_proto::iam as v1;
 use ward_proto::iam::v2;
 
-use super::{V1_PAGE, collect_all};
+use super::{ID, V1_PAGE, collect_all, v1_named};
 use crate::authz::Caller;
 use crate::services::UpdateMask;
 use crate::ward::Ward;
@@ -81,7 +81,11 @@ pub async fn create_group(w: Arc<Ward>, c: Caller, req: v1::CreateGroupRequest) 
 }
 
 pub async fn update_group(w: Arc<Ward>, c: Caller, req: v1::Group) -> Result<v1::Group> {
-    w.update_group(&c, group_in(req), mask(GROUP_MASK)).await.map(group_out)
+    v1_named(
+        w.update_group(&c, group_in(req), mask(GROUP_MASK)).await,
+        &[("group.uid", "id"), ("group.", "")],
+    )
+    .map(group_out)
 }
 
 pub async fn list_groups(w: Arc<Ward>, c: Caller, req: v1::GroupFilter) -> Result<v1::GroupList> {
@@ -112,7 +116,7 @@ async fn all_groups(w: &Ward, c: &Caller, uidp: Option<UidpFilter>, name: String
 }
 
 pub async fn delete_group(w: Arc<Ward>, c: Caller, req: v1::DeleteGroupRequest) -> Result<()> {
-    w.delete_group(&c, v2::DeleteGroupRequest { uid: req.id }).await
+    v1_named(w.delete_group(&c, v2::DeleteGroupRequest { uid: req.id }).await, ID)
 }
 
 pub async fn lookup_group(w: Arc<Ward>, c: Caller, _req: v1::LookupGroupRequest) -> Result<v1::LookupGroupResponse> {
@@ -279,15 +283,21 @@ pub async fn create_identity(w: Arc<Ward>, c: Caller, req: v1::CreateIdentityReq
         parent: req.parent_id,
         identity: req.identity.map(identity_in),
     };
-    w.create_identity(&c, req).await.map(identity_out)
+    v1_named(
+        w.create_identity(&c, req).await,
+        &[("parent", "parent_id"), ("identity.uid", "identity.id")],
+    )
+    .map(identity_out)
 }
 
 /// Both relationship kinds are in the mask, so the body's relationship
 /// (whichever kind, or none) replaces the stored one and v2 judges it.
 pub async fn update_identity(w: Arc<Ward>, c: Caller, req: v1::Identity) -> Result<v1::Identity> {
-    w.update_identity(&c, identity_in(req), mask(IDENTITY_MASK))
-        .await
-        .map(identity_out)
+    v1_named(
+        w.update_identity(&c, identity_in(req), mask(IDENTITY_MASK)).await,
+        &[("identity.uid", "id"), ("identity.", "")],
+    )
+    .map(identity_out)
 }
 
 pub async fn list_identities(w: Arc<Ward>, c: Caller, req: v1::IdentityFilter) -> Result<v1::IdentityList> {
@@ -330,7 +340,10 @@ pub async fn lookup_identity(w: Arc<Ward>, c: Caller, req: v1::LookupRequest) ->
 }
 
 pub async fn delete_identity(w: Arc<Ward>, c: Caller, req: v1::DeleteIdentityRequest) -> Result<()> {
-    w.delete_identity(&c, v2::DeleteIdentityRequest { uid: req.id }).await
+    v1_named(
+        w.delete_identity(&c, v2::DeleteIdentityRequest { uid: req.id }).await,
+        ID,
+    )
 }
 
 // ---------------------------------------------------------------- roles
@@ -409,11 +422,19 @@ pub async fn create_role(w: Arc<Ward>, c: Caller, req: v1::CreateRoleRequest) ->
         parent: req.parent_id,
         role: req.role.map(role_in).transpose()?,
     };
-    w.create_role(&c, req).await.map(role_out)
+    v1_named(
+        w.create_role(&c, req).await,
+        &[("parent", "parent_id"), ("role.uid", "role.id")],
+    )
+    .map(role_out)
 }
 
 pub async fn update_role(w: Arc<Ward>, c: Caller, req: v1::Role) -> Result<v1::Role> {
-    w.update_role(&c, role_in(req)?, mask(ROLE_MASK)).await.map(role_out)
+    v1_named(
+        w.update_role(&c, role_in(req)?, mask(ROLE_MASK)).await,
+        &[("role.uid", "id"), ("role.", "")],
+    )
+    .map(role_out)
 }
 
 /// Every role matching the filter, through the v2 listing (which also
@@ -450,7 +471,7 @@ pub async fn list_roles(w: Arc<Ward>, c: Caller, req: v1::RoleFilter) -> Result<
 }
 
 pub async fn delete_role(w: Arc<Ward>, c: Caller, req: v1::DeleteRoleRequest) -> Result<()> {
-    w.delete_role(&c, v2::DeleteRoleRequest { uid: req.id }).await
+    v1_named(w.delete_role(&c, v2::DeleteRoleRequest { uid: req.id }).await, ID)
 }
 
 // ---------------------------------------------------------------- role bindings
@@ -537,7 +558,15 @@ pub async fn create_role_binding(
         parent: req.parent,
         role_binding: req.role_binding.map(role_binding_in),
     };
-    w.create_role_binding(&c, req).await.map(role_binding_out)
+    v1_named(
+        w.create_role_binding(&c, req).await,
+        &[
+            ("role_binding.uid", "role_binding.id"),
+            ("role_binding.role_uid", "role_binding.role"),
+            ("role_binding.identity_uid", "role_binding.identity"),
+        ],
+    )
+    .map(role_binding_out)
 }
 
 pub fn create_role_binding_batch_in(req: v1::CreateRoleBindingBatchRequest) -> v2::BatchCreateRoleBindingsRequest {
@@ -571,9 +600,17 @@ pub async fn create_role_binding_batch(
 /// Only the role can change; the identity in the body is passed on and v2
 /// ignores it (it is immutable there and not in the mask).
 pub async fn update_role_binding(w: Arc<Ward>, c: Caller, req: v1::RoleBinding) -> Result<v1::RoleBinding> {
-    w.update_role_binding(&c, role_binding_in(req), mask(ROLE_BINDING_MASK))
-        .await
-        .map(role_binding_out)
+    v1_named(
+        w.update_role_binding(&c, role_binding_in(req), mask(ROLE_BINDING_MASK))
+            .await,
+        &[
+            ("role_binding.uid", "id"),
+            ("role_binding.role_uid", "role"),
+            ("role_binding.identity_uid", "identity"),
+            ("role_binding.", ""),
+        ],
+    )
+    .map(role_binding_out)
 }
 
 /// Most UIDPs one hydration listing names (the v2 `uidp.ids` limit).
@@ -631,8 +668,11 @@ pub async fn list_role_bindings(w: Arc<Ward>, c: Caller, req: v1::RoleBindingFil
 }
 
 pub async fn delete_role_binding(w: Arc<Ward>, c: Caller, req: v1::DeleteRoleBindingRequest) -> Result<()> {
-    w.delete_role_binding(&c, v2::DeleteRoleBindingRequest { uid: req.id })
-        .await
+    v1_named(
+        w.delete_role_binding(&c, v2::DeleteRoleBindingRequest { uid: req.id })
+            .await,
+        ID,
+    )
 }
 
 // ---------------------------------------------------------------- terms

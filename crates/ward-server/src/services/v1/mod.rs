@@ -38,6 +38,42 @@ pub fn too_large(v2_path: &str) -> Error {
     )
 }
 
+/// A v2 call's result with its field violations named as the v1 request
+/// names them, so that a v1 client can match an error to what it sent:
+/// each `(v2, v1)` pair renames a field path and what lies below it
+/// (`parent` → `parent_id`, `uid` → `id`); a v2 name ending in `.` renames
+/// a prefix (a v1 Update's request is the bare resource, so `group.name` is
+/// `name`). The first pair that applies wins.
+pub fn v1_named<T>(r: Result<T>, names: &[(&str, &str)]) -> Result<T> {
+    r.map_err(|e| match e {
+        Error::InvalidArgument(mut violations) => {
+            for v in &mut violations {
+                v.field = v1_field(&v.field, names);
+            }
+            Error::InvalidArgument(violations)
+        }
+        e => e,
+    })
+}
+
+fn v1_field(field: &str, names: &[(&str, &str)]) -> String {
+    for (v2, v1) in names {
+        if v2.ends_with('.') {
+            if let Some(rest) = field.strip_prefix(v2) {
+                return format!("{v1}{rest}");
+            }
+        } else if let Some(rest) = field.strip_prefix(v2)
+            && (rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
+        {
+            return format!("{v1}{rest}");
+        }
+    }
+    field.to_owned()
+}
+
+/// v2's `uid` of the resource a v1 request names by `id`.
+pub const ID: &[(&str, &str)] = &[("uid", "id")];
+
 /// Page size used while gathering a v1 List.
 pub const V1_PAGE: i32 = 200;
 
@@ -124,6 +160,30 @@ where
             return Ok(items);
         }
         token = next;
+    }
+}
+
+#[cfg(test)]
+mod v1_named_tests {
+    use ward_core::error::FieldViolation;
+
+    #[test]
+    fn renames_exact_paths_what_lies_below_and_prefixes() {
+        let names = &[("group.uid", "id"), ("parent", "parent_id"), ("group.", "")];
+        let r: ward_core::Result<()> = Err(ward_core::Error::InvalidArgument(
+            ["group.uid", "parent", "parent.x", "parents", "group.name", "other"]
+                .iter()
+                .map(|f| FieldViolation {
+                    field: (*f).to_owned(),
+                    description: String::new(),
+                })
+                .collect(),
+        ));
+        let Err(ward_core::Error::InvalidArgument(v)) = super::v1_named(r, names) else {
+            panic!("still invalid")
+        };
+        let fields: Vec<&str> = v.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(fields, ["id", "parent_id", "parent_id.x", "parents", "name", "other"]);
     }
 }
 

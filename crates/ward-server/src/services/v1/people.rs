@@ -13,7 +13,7 @@ use ward_proto::iam as v1;
 use ward_proto::iam::v2;
 
 use super::iam::role_out;
-use super::{V1_PAGE, collect_all, narrow_to_id};
+use super::{ID, V1_PAGE, collect_all, narrow_to_id, v1_named};
 use crate::authz::Caller;
 use crate::services::UpdateMask;
 use crate::services::account_associations::ASSOCIATION_FIELDS;
@@ -135,7 +135,14 @@ pub async fn create_identity_provider(
                 identity_provider: req.identity_provider.map(identity_provider_in),
             },
         )
-        .await?;
+        .await;
+    let p = v1_named(
+        p,
+        &[
+            ("parent", "parent_id"),
+            ("identity_provider.uid", "identity_provider.id"),
+        ],
+    )?;
     Ok(identity_provider_out(p))
 }
 
@@ -181,8 +188,11 @@ pub async fn list_identity_providers(
 }
 
 pub async fn delete_identity_provider(w: Arc<Ward>, c: Caller, req: v1::DeleteIdentityProviderRequest) -> Result<()> {
-    w.delete_identity_provider(&c, v2::DeleteIdentityProviderRequest { uid: req.id })
-        .await
+    v1_named(
+        w.delete_identity_provider(&c, v2::DeleteIdentityProviderRequest { uid: req.id })
+            .await,
+        ID,
+    )
 }
 
 // ---------------------------------------------------------------- account associations
@@ -480,8 +490,11 @@ pub async fn list_group_invites(w: Arc<Ward>, c: Caller, f: v1::GroupInviteFilte
 }
 
 pub async fn delete_group_invite(w: Arc<Ward>, c: Caller, req: v1::DeleteGroupInviteRequest) -> Result<()> {
-    w.delete_group_invite(&c, v2::DeleteGroupInviteRequest { uid: req.id })
-        .await
+    v1_named(
+        w.delete_group_invite(&c, v2::DeleteGroupInviteRequest { uid: req.id })
+            .await,
+        ID,
+    )
 }
 
 // ---------------------------------------------------------------- external group role mappings
@@ -522,7 +535,20 @@ pub async fn create_external_group_role_mapping(
                 external_group_role_mapping: req.mapping.map(mapping_in),
             },
         )
-        .await?;
+        .await;
+    let m = v1_named(
+        m,
+        &[
+            ("parent", "parent_id"),
+            (
+                "external_group_role_mapping.identity_provider_uid",
+                "mapping.identity_provider_uidp",
+            ),
+            ("external_group_role_mapping.role_uid", "mapping.role_uidp"),
+            ("external_group_role_mapping.uid", "mapping.id"),
+            ("external_group_role_mapping.", "mapping."),
+        ],
+    )?;
     Ok(mapping_out(m))
 }
 
@@ -566,8 +592,11 @@ pub async fn delete_external_group_role_mapping(
     c: Caller,
     req: v1::DeleteExternalGroupRoleMappingRequest,
 ) -> Result<()> {
-    w.delete_external_group_role_mapping(&c, v2::DeleteExternalGroupRoleMappingRequest { uid: req.id })
-        .await
+    v1_named(
+        w.delete_external_group_role_mapping(&c, v2::DeleteExternalGroupRoleMappingRequest { uid: req.id })
+            .await,
+        ID,
+    )
 }
 
 /// All or none (v2's rule); the reply echoes the parent and lists the

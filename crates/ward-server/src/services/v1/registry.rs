@@ -234,7 +234,7 @@ pub async fn create_repo(w: Arc<Ward>, c: Caller, req: v1::CreateRepoRequest) ->
     // The readme is checked (sanitizing is the expensive part) only once the
     // caller may create here, and before anything is written, so the repo
     // and its readme succeed or fail together on bad input.
-    let parent = ward_core::uidp::Uidp::parse("parent", &req.parent_id)?;
+    let parent = ward_core::uidp::Uidp::parse("parent_id", &req.parent_id)?;
     w.authorize(&c, &ward_core::rpc::CREATE_REPO, &parent)?;
     let readme = w.sanitized_readme("readme", readme).await?;
     let created = w
@@ -271,7 +271,10 @@ pub async fn update_repo(w: Arc<Ward>, c: Caller, mut repo: v1::Repo) -> Result<
     let uid = ward_core::uidp::Uidp::parse("id", &repo.id)?;
     w.authorized_repo(&c, &ward_core::rpc::UPDATE_REPO, &uid).await?;
     let readme = w.sanitized_readme("readme", readme).await?;
-    replace_repo(&w, &c, repo_in(repo)?, readme).await
+    super::v1_named(
+        replace_repo(&w, &c, repo_in(repo)?, readme).await,
+        &[("repo.uid", "id"), ("repo.", "")],
+    )
 }
 
 /// `ListRepos`: every visible repo matching the filter, with its readme.
@@ -324,12 +327,15 @@ pub async fn get_repo_count_by_source(
     c: Caller,
     req: v1::GetRepoCountBySourceRequest,
 ) -> Result<v1::RepoCount> {
-    w.get_repo(&c, v2::GetRepoRequest { uid: req.id }).await?;
+    super::v1_named(w.get_repo(&c, v2::GetRepoRequest { uid: req.id }).await, super::ID)?;
     Ok(v1::RepoCount { count: 0 })
 }
 
 pub async fn delete_repo(w: Arc<Ward>, c: Caller, req: v1::DeleteRepoRequest) -> Result<()> {
-    w.delete_repo(&c, v2::DeleteRepoRequest { uid: req.id }).await
+    super::v1_named(
+        w.delete_repo(&c, v2::DeleteRepoRequest { uid: req.id }).await,
+        super::ID,
+    )
 }
 
 /// `CreateTag`: create, or re-point the existing tag of that name.
@@ -346,18 +352,20 @@ pub async fn create_tag(w: Arc<Ward>, c: Caller, req: v1::CreateTagRequest) -> R
                 }),
             },
         )
-        .await?;
+        .await;
+    let t = super::v1_named(t, &[("parent", "repo_id"), ("tag.uid", "tag.id")])?;
     Ok(tag_out(t))
 }
 
 /// `UpdateTag`: re-points the tag (see `Ward::update_tag`: only the digest
 /// changes).
 pub async fn update_tag(w: Arc<Ward>, c: Caller, tag: v1::Tag) -> Result<v1::Tag> {
-    Ok(tag_out(w.update_tag(&c, tag_in(tag)?).await?))
+    let t = w.update_tag(&c, tag_in(tag)?).await;
+    Ok(tag_out(super::v1_named(t, &[("tag.uid", "id"), ("tag.", "")])?))
 }
 
 pub async fn delete_tag(w: Arc<Ward>, c: Caller, req: v1::DeleteTagRequest) -> Result<()> {
-    w.delete_tag(&c, v2::DeleteTagRequest { uid: req.id }).await
+    super::v1_named(w.delete_tag(&c, v2::DeleteTagRequest { uid: req.id }).await, super::ID)
 }
 
 /// Every tag matching a v1 filter.
