@@ -162,6 +162,27 @@ pub struct FailedDeliveryRecord {
     pub time: i64,
 }
 
+/// A delivery its sink took: the claimed job, its subscription, and when.
+#[derive(Clone, Debug)]
+pub struct Delivered {
+    pub job_id: i64,
+    pub lease_until: i64,
+    pub subscription: String,
+    pub time: i64,
+}
+
+/// Per subscription (sorted by uid, so concurrent batches lock rows in one
+/// order): how many of `done` it took, and the latest time.
+pub(crate) fn delivered_per_subscription(done: &[Delivered]) -> Vec<(String, i64, i64)> {
+    let mut per: std::collections::BTreeMap<&str, (i64, i64)> = std::collections::BTreeMap::new();
+    for d in done {
+        let e = per.entry(d.subscription.as_str()).or_insert((0, 0));
+        e.0 += 1;
+        e.1 = e.1.max(d.time);
+    }
+    per.into_iter().map(|(s, (n, t))| (s.to_owned(), n, t)).collect()
+}
+
 /// Deliveries a deferral gives up instead: those queued before
 /// `queued_before`, recorded as failed with the sink's last failure.
 #[derive(Clone, Debug)]
@@ -196,6 +217,9 @@ pub trait EventStore {
     async fn append_events(&self, events: &[EventRecord]) -> Result<()>;
     /// The event with this CloudEvent id.
     async fn get_logged_event(&self, id: &str) -> Result<Option<EventRecord>>;
+    /// The events with these ids that the log still keeps, in any order
+    /// (a deliverer reads its whole claim at once).
+    async fn logged_events(&self, ids: &[String]) -> Result<Vec<EventRecord>>;
     /// Deletes events older than `before` (milliseconds), at most `limit` of
     /// them; returns how many went.
     async fn prune_events(&self, before: i64, limit: u32) -> Result<u64>;
@@ -210,6 +234,10 @@ pub trait EventStore {
     async fn delete_subscription(&self, uid: &Uidp, emit: Emit<()>) -> Result<()>;
     /// Records an attempt on its subscription (and a delivery that gave up).
     async fn record_attempt(&self, subscription: &str, attempt: Attempt) -> Result<()>;
+    /// Deliveries the sinks took, in one transaction: each job ends (as
+    /// `finish_job` with `Done` does), and each subscription counts them and
+    /// its last success. What one delivery's three writes were, for a batch.
+    async fn finish_deliveries(&self, done: &[Delivered]) -> Result<()>;
     /// Deliveries of `subscription` queued or being retried (counted up to
     /// [`MAX_PENDING_PER_SUBSCRIPTION`]), and those that gave up, newest
     /// first, at most `limit`.

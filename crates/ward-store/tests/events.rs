@@ -430,11 +430,36 @@ async fn customer_events_queue_deliveries_for_the_subscriptions_at_or_above_thei
                 .is_empty(),
             "{name}"
         );
+        let claimed = s.claim_jobs(Lane::Deliveries, 10_000, 1000, 10).await.unwrap();
+        assert_eq!(claimed.len(), 1, "{name}");
+        // The deliverer reads a claim's events at once.
+        let read = s
+            .logged_events(&["ev-team".into(), "ev-internal".into(), "no-such".into()])
+            .await
+            .unwrap();
+        let mut ids: Vec<&str> = read.iter().map(|e| e.id.as_str()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, ["ev-internal", "ev-team"], "{name}");
+        // Taken: the job goes and the subscription counts it, in one batch.
+        // With a stale lease (another worker holds the job now) the job
+        // stays; the sink did take the event, so it counts.
+        let done = |lease_until| ward_store::events::Delivered {
+            job_id: claimed[0].id,
+            lease_until,
+            subscription: at_org.uid.clone(),
+            time: 10_500,
+        };
+        s.finish_deliveries(&[done(claimed[0].lease_until - 1)]).await.unwrap();
         assert_eq!(
-            s.claim_jobs(Lane::Deliveries, 10_000, 1000, 10).await.unwrap().len(),
+            s.deliveries(&at_org.uid, 10).await.unwrap().0,
             1,
-            "{name}"
+            "{name}: a stale lease"
         );
+        s.finish_deliveries(&[done(claimed[0].lease_until)]).await.unwrap();
+        assert_eq!(s.deliveries(&at_org.uid, 10).await.unwrap().0, 0, "{name}");
+        let uid = Uidp::parse("uid", &at_org.uid).unwrap();
+        let counted = s.get_subscription(&uid).await.unwrap().unwrap();
+        assert_eq!((counted.delivered, counted.last_success_time), (2, 10_500), "{name}");
 
         // Deleting the subscription takes its deliveries with it.
         let uid = Uidp::parse("uid", &at_org.uid).unwrap();

@@ -8,9 +8,9 @@ use ward_core::{Error, Result};
 
 use super::{PostgresStore, lock};
 use crate::events::{
-    Attempt, CUSTOMER, DELIVER, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, Expired,
+    Attempt, CUSTOMER, DELIVER, Delivered, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, Expired,
     FailedDeliveryRecord, MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP, QueryValue, SUBSCRIPTION_COLUMNS,
-    SUBSCRIPTION_TYPE, SubscriptionRecord, query_sql, receiving_groups,
+    SUBSCRIPTION_TYPE, SubscriptionRecord, delivered_per_subscription, query_sql, receiving_groups,
 };
 use crate::{GROUP_TYPE, db_err};
 
@@ -95,6 +95,57 @@ impl EventStore for PostgresStore {
             .fetch_optional(read.conn())
             .await;
         read.done(r).map_err(|e| db_err("get event", e))
+    }
+
+    async fn logged_events(&self, ids: &[String]) -> Result<Vec<EventRecord>> {
+        let mut read = self.reads.get().await?;
+        let r = sqlx::query_as(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ANY($1)"))
+            .bind(ids)
+            .fetch_all(read.conn())
+            .await;
+        read.done(r).map_err(|e| db_err("get events", e))
+    }
+
+    async fn finish_deliveries(&self, done: &[Delivered]) -> Result<()> {
+        let mut jobs: Vec<(i64, i64)> = done.iter().map(|d| (d.job_id, d.lease_until)).collect();
+        jobs.sort_unstable();
+        let (ids, leases): (Vec<i64>, Vec<i64>) = jobs.into_iter().unzip();
+        let now = done.iter().map(|d| d.time).max().unwrap_or_default();
+        let per = delivered_per_subscription(done);
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "DELETE FROM jobs j USING UNNEST($1::BIGINT[], $2::BIGINT[]) AS d(id, lease) \
+             WHERE j.id = d.id AND j.lease_until = d.lease AND j.again = 0",
+        )
+        .bind(&ids)
+        .bind(&leases)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("finish deliveries", e))?;
+        sqlx::query(
+            "UPDATE jobs j SET again = 0, lease_until = NULL, run_after = $3, attempts = 0, last_error = '' \
+             FROM UNNEST($1::BIGINT[], $2::BIGINT[]) AS d(id, lease) WHERE j.id = d.id AND j.lease_until = d.lease",
+        )
+        .bind(&ids)
+        .bind(&leases)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("finish deliveries", e))?;
+        let (uids, (counts, times)): (Vec<String>, (Vec<i64>, Vec<i64>)) =
+            per.into_iter().map(|(u, n, t)| (u, (n, t))).unzip();
+        sqlx::query(
+            "UPDATE subscriptions s SET delivered = s.delivered + d.n, \
+             last_success_time = GREATEST(s.last_success_time, d.t) \
+             FROM UNNEST($1::TEXT[], $2::BIGINT[], $3::BIGINT[]) AS d(uid, n, t) WHERE s.uid = d.uid",
+        )
+        .bind(&uids)
+        .bind(&counts)
+        .bind(&times)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("count deliveries", e))?;
+        tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
     async fn create_subscription(&self, s: &SubscriptionRecord, emit: Emit<()>) -> Result<()> {

@@ -9,9 +9,9 @@ use ward_core::{Error, Result};
 use super::{SqliteStore, exists};
 use crate::GROUP_TYPE;
 use crate::events::{
-    Attempt, CUSTOMER, DELIVER, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, Expired,
+    Attempt, CUSTOMER, DELIVER, Delivered, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, Expired,
     FailedDeliveryRecord, MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP, QueryValue, SUBSCRIPTION_COLUMNS,
-    SUBSCRIPTION_TYPE, SubscriptionRecord, query_sql, receiving_groups,
+    SUBSCRIPTION_TYPE, SubscriptionRecord, delivered_per_subscription, query_sql, receiving_groups,
 };
 
 /// Appends `e` to the log, inside the caller's transaction, and queues its
@@ -127,6 +127,48 @@ impl EventStore for SqliteStore {
             c.prepare_cached(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"))?
                 .query_row([id], event_from_row)
                 .optional()
+        })
+        .await
+    }
+
+    async fn logged_events(&self, ids: &[String]) -> Result<Vec<EventRecord>> {
+        let ids = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+        self.read("get events", move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE id IN (SELECT value FROM json_each(?1))"
+            ))?
+            .query_map([ids], event_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn finish_deliveries(&self, done: &[Delivered]) -> Result<()> {
+        let per = delivered_per_subscription(done);
+        let mut jobs: Vec<(i64, i64, i64)> = done.iter().map(|d| (d.job_id, d.lease_until, d.time)).collect();
+        jobs.sort_unstable();
+        self.write("finish deliveries", move |c| {
+            let tx = c.savepoint()?;
+            {
+                let mut gone =
+                    tx.prepare_cached("DELETE FROM jobs WHERE id = ?1 AND lease_until = ?2 AND again = 0")?;
+                let mut again = tx.prepare_cached(
+                    "UPDATE jobs SET again = 0, lease_until = NULL, run_after = ?2, attempts = 0, last_error = '' \
+                     WHERE id = ?1 AND lease_until = ?3",
+                )?;
+                for (id, lease, time) in &jobs {
+                    gone.execute([id, lease])?;
+                    again.execute([id, time, lease])?;
+                }
+                let mut counted = tx.prepare_cached(
+                    "UPDATE subscriptions SET delivered = delivered + ?2, \
+                     last_success_time = MAX(last_success_time, ?3) WHERE uid = ?1",
+                )?;
+                for (uid, n, time) in &per {
+                    counted.execute(params![uid, n, time])?;
+                }
+            }
+            tx.commit()
         })
         .await
     }

@@ -31,7 +31,7 @@ use rand::Rng as _;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use ward_core::uidp::Uidp;
-use ward_store::events::{Attempt, EventRecord, Expired, FailedDeliveryRecord, SubscriptionRecord};
+use ward_store::events::{Attempt, Delivered, EventRecord, Expired, FailedDeliveryRecord, SubscriptionRecord};
 use ward_store::vulns::{JobEnd, JobRecord, Lane};
 
 use super::log::act_map;
@@ -91,6 +91,7 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let permits = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
         let sinks = Arc::new(Sinks::default());
+        let delivered = finisher(ward.clone());
         let mut backlogs_checked = tokio::time::Instant::now();
         loop {
             // The outbox's bound, kept off the write path.
@@ -122,9 +123,14 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
                 tokio::time::sleep(POLL).await;
                 continue;
             }
+            // The claim's events and subscriptions, read at once (most claims
+            // are many events for few subscriptions).
+            let (mut events, subs) = prefetch(&ward, &jobs).await;
             let mut first = Some(first);
             for job in jobs {
-                let sub = job.key.split_once('|').map_or("", |(s, _)| s).to_owned();
+                let (sub, event_id) = job.key.split_once('|').unwrap_or_default();
+                let (sub, event) = (sub.to_owned(), events.remove(event_id));
+                let subscription = subs.get(&sub).cloned().flatten();
                 if let Err(until) = sinks.enter(&sub, ward.clock.now_millis()) {
                     if let Err(e) = ward.store.finish_job(&job, JobEnd::Defer { at: until }, until).await {
                         tracing::warn!(error = %e.message(), "deferring an event delivery failed");
@@ -138,11 +144,26 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
                         Err(_) => return,
                     },
                 };
-                let (ward, sinks) = (ward.clone(), sinks.clone());
+                let (ward, sinks, delivered) = (ward.clone(), sinks.clone(), delivered.clone());
                 tokio::spawn(async move {
-                    let (end, down, attempt) = deliver(&ward, &job).await;
+                    let (end, down, attempt) = deliver(&ward, &job, subscription, event).await;
                     let now = ward.clock.now_millis();
                     let down = sinks.leave(&sub, down, now);
+                    // Taken: its writes join the next batch (one transaction
+                    // for many deliveries), and the slot is free at once.
+                    if let (JobEnd::Done, None, Some(Attempt::Delivered { time })) = (&end, down, &attempt) {
+                        let done = Delivered {
+                            job_id: job.id,
+                            lease_until: job.lease_until,
+                            subscription: sub,
+                            time: *time,
+                        };
+                        // Closed only with the runtime: the lease then
+                        // expires and the event is delivered again.
+                        let _ = delivered.send(done).await;
+                        drop(permit);
+                        return;
+                    }
                     // What the queue waiting out the back-off gives up: the
                     // deliveries that would only run past their give-up time.
                     let expired = match &attempt {
@@ -186,6 +207,53 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
             }
         }
     })
+}
+
+/// Deliveries finished in one batch at most.
+const FINISH_BATCH: usize = 512;
+
+/// The task that writes taken deliveries in batches: whatever queued while
+/// the last batch was written goes in the next (no waiting to fill one).
+fn finisher(ward: Arc<Ward>) -> tokio::sync::mpsc::Sender<Delivered> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Delivered>(IN_FLIGHT * 4);
+    tokio::spawn(async move {
+        let mut batch = Vec::with_capacity(FINISH_BATCH);
+        while rx.recv_many(&mut batch, FINISH_BATCH).await > 0 {
+            if let Err(e) = ward.store.finish_deliveries(&batch).await {
+                // Their leases expire and they are delivered again: at least once.
+                tracing::warn!(error = %e.message(), n = batch.len(), "finishing event deliveries failed");
+            }
+            batch.clear();
+        }
+    });
+    tx
+}
+
+/// A claim's events by id, and its subscriptions by uid (`None`: deleted).
+/// What a read that failed leaves out, each delivery reads on its own.
+async fn prefetch(
+    ward: &Ward,
+    jobs: &[JobRecord],
+) -> (
+    std::collections::HashMap<String, EventRecord>,
+    std::collections::HashMap<String, Option<SubscriptionRecord>>,
+) {
+    let mut ids = Vec::with_capacity(jobs.len());
+    let mut subs = std::collections::HashMap::new();
+    for (sub, id) in jobs.iter().filter_map(|j| j.key.split_once('|')) {
+        ids.push(id.to_owned());
+        if !subs.contains_key(sub)
+            && let Ok(uid) = Uidp::parse("subscription", sub)
+            && let Ok(found) = ward.store.get_subscription(&uid).await
+        {
+            subs.insert(sub.to_owned(), found);
+        }
+    }
+    let events = match ward.store.logged_events(&ids).await {
+        Ok(v) => v.into_iter().map(|e| (e.id.clone(), e)).collect(),
+        Err(_) => std::collections::HashMap::new(),
+    };
+    (events, subs)
 }
 
 /// What this server knows of each subscription's sink: deliveries in
@@ -272,7 +340,12 @@ impl Failure {
 /// One attempt of one job: deliver; say how the job ends, until when the
 /// sink backs off (when it failed in a way worth retrying), and what to
 /// record on the subscription.
-async fn deliver(ward: &Ward, job: &JobRecord) -> (JobEnd, Option<i64>, Option<Attempt>) {
+async fn deliver(
+    ward: &Ward,
+    job: &JobRecord,
+    sub: Option<SubscriptionRecord>,
+    event: Option<EventRecord>,
+) -> (JobEnd, Option<i64>, Option<Attempt>) {
     let now = ward.clock.now_millis();
     let retry_soon = |error: String| (JobEnd::Retry { at: now + 5_000, error }, None, None);
     let Some((sub_uid, event_id)) = job.key.split_once('|') else {
@@ -281,7 +354,22 @@ async fn deliver(ward: &Ward, job: &JobRecord) -> (JobEnd, Option<i64>, Option<A
     let Ok(uid) = Uidp::parse("subscription", sub_uid) else {
         return (JobEnd::Done, None, None);
     };
-    let (sub, event) = tokio::join!(ward.store.get_subscription(&uid), ward.store.get_logged_event(event_id));
+    // What the claim's reads did not bring (a failed read, an event pruned
+    // or a subscription deleted since), read again on its own.
+    let (sub, event) = tokio::join!(
+        async {
+            match sub {
+                Some(s) => Ok(Some(s)),
+                None => ward.store.get_subscription(&uid).await,
+            }
+        },
+        async {
+            match event {
+                Some(e) => Ok(Some(e)),
+                None => ward.store.get_logged_event(event_id).await,
+            }
+        }
+    );
     let sub = match sub {
         Ok(Some(s)) => s,
         // Deleted meanwhile: nothing to deliver to.
