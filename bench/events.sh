@@ -11,7 +11,9 @@
 #      client, another subscription and sink;
 #   3. the same with the sink dead instead (a closed port): deliveries fail
 #      and back off; the writes must not slow down, and the backlog stops at
-#      its bound (10,000 per subscription).
+#      its bound (10,000 per subscription);
+#   4. the dead sink comes back (nginx on its port): the backlog's drain
+#      rate with no writes beside it, the deliverers' own ceiling.
 # nginx's POST rate on the same machine is the sink's ceiling.
 #
 #   bench/events.sh                 # SQLite (default)
@@ -38,6 +40,7 @@ work=$(mktemp -d)
 cleanup() {
   [ -n "${ward_pid:-}" ] && kill "$ward_pid" 2>/dev/null || true
   [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  [ -f "$work/revived.pid" ] && kill "$(cat "$work/revived.pid")" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$work"
 }
@@ -51,22 +54,32 @@ api="http://127.0.0.1:$WARD_PORT"
 token=$(cat "$work/data/admin.token")
 auth=(-H "Authorization: Bearer $token" -H "Content-Type: application/json")
 
-# The sink: nginx taking a POST and answering 200.
-mkdir -p "$work/nginx"
-cat >"$work/nginx.conf" <<NGINX
+# An nginx taking POSTs and answering 200, started as `name` (its pid in
+# $work/name.pid), one server per "port log" pair; each logs the time it
+# took a request and the event's Ce-Time.
+sink() {
+  local name=$1 servers=""
+  shift
+  while [ $# -gt 0 ]; do
+    servers+="server { listen 127.0.0.1:$1; access_log $work/$2 lat; location / { return 200 'ok'; } } "
+    shift 2
+  done
+  cat >"$work/$name.conf" <<NGINX
 worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx/error.log;
+pid $work/$name.pid;
+error_log $work/nginx/$name-error.log;
 events { worker_connections 1024; }
 http {
   log_format lat '\$msec \$http_ce_time';
   client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx;
   uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
-  server { listen 127.0.0.1:$SINK_PORT; access_log $work/sink.log lat; location / { return 200 'ok'; } }
-  server { listen 127.0.0.1:$LAT_PORT; access_log $work/lat.log lat; location / { return 200 'ok'; } }
+  $servers
 }
 NGINX
-nginx -c "$work/nginx.conf"
+  nginx -c "$work/$name.conf"
+}
+mkdir -p "$work/nginx"
+sink nginx "$SINK_PORT" sink.log "$LAT_PORT" lat.log
 for _ in $(seq 1 50); do curl -sf -X POST "http://127.0.0.1:$SINK_PORT/" >/dev/null && break; sleep 0.1; done
 
 json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
@@ -161,6 +174,23 @@ read -r dead_rps dead_p99 dead_err < <(run -H "Authorization: Bearer $token" -s 
 dead_pending=$(status "$dead" | json '.get("pending", "0")')
 rss=$(ps -o rss= -p "$ward_pid" | awk '{print int($1/1024)}')
 
+# The dead sink comes back: its backlog drains with no writes beside it,
+# the deliverers' own ceiling (the rate between nginx taking the first and
+# the last of them; the wait before is the sink's back-off).
+sink revived "$DEAD_PORT" revived.log
+for _ in $(seq 1 1200); do
+  [ "$(status "$dead" | json '.get("pending", "0")')" = "0" ] && break
+  sleep 0.1
+done
+read -r backlog_n backlog_rate < <(python3 - "$work/revived.log" <<'PY'
+import sys
+t = sorted(float(l.split()[0]) for l in open(sys.argv[1]) if l.strip())
+span = (t[-1] - t[0]) if len(t) > 1 else 0
+print(len(t), f"{len(t) / span:.0f}" if span else "0")
+PY
+)
+kill "$(cat "$work/revived.pid")" 2>/dev/null || true
+
 backend=${WARD_DATABASE:+postgres}
 printf '\nWard events benchmark (%s; wrk -t2 -c16 -d%s; %s cores)\n\n' "${backend:-sqlite}" "$DURATION" "$(nproc)"
 printf '%-58s %10s %9s %7s\n' scenario 'req/s' 'p99 ms' 'non-2xx'
@@ -173,6 +203,7 @@ printf '\n%s deliveries, the last delivered %.1f s after the writes began: %s de
 printf 'latency, event to sink, under the 16-writer load: p50 %s ms, p99 %s ms\n' "$load_p50" "$load_p99"
 printf 'latency, event to sink, one writer (%s events): p50 %s ms, p99 %s ms\n' "$lat_n" "$lat_p50" "$lat_p99"
 printf 'dead sink: %s deliveries pending after the run (bound 10,000); server RSS %s MB\n' "$dead_pending" "$rss"
+printf 'the dead sink back: its backlog of %s delivered at %s deliveries/s (no writes beside)\n' "$backlog_n" "$backlog_rate"
 python3 -c "print(f'with a subscription / without = {$live_rps/$none_rps:.2f}; dead sink / without = {$dead_rps/$none_rps:.2f}')" >&2
 python3 -c '
 import json, sys
@@ -181,6 +212,7 @@ print(json.dumps({"backend": a[0], "sink_post_rps": float(a[1]), "creates_no_sub
   "creates_one_subscription": float(a[3]), "creates_dead_sink": float(a[4]), "delivered": int(a[5]),
   "deliveries_per_s": float(a[6]), "dead_sink_pending": int(a[7]), "rss_mb": int(a[8]),
   "latency_load_p50_ms": float(a[9]), "latency_load_p99_ms": float(a[10]),
-  "latency_steady_p50_ms": float(a[11]), "latency_steady_p99_ms": float(a[12])}))' \
+  "latency_steady_p50_ms": float(a[11]), "latency_steady_p99_ms": float(a[12]),
+  "backlog_delivered": int(a[13]), "backlog_deliveries_per_s": float(a[14])}))' \
   "${backend:-sqlite}" "$sink_rps" "$none_rps" "$live_rps" "$dead_rps" "$delivered" "$drain_rate" "$dead_pending" "$rss" \
-  "$load_p50" "$load_p99" "$lat_p50" "$lat_p99"
+  "$load_p50" "$load_p99" "$lat_p50" "$lat_p99" "$backlog_n" "$backlog_rate"

@@ -24,3 +24,21 @@ pub const HEADER: &str = "traceparent";
 /// store's): logs leave them out, so they cost nothing unless traces are
 /// exported.
 pub const SPANS: &str = "ward_trace";
+
+tokio::task_local! {
+    /// Set while a sampled request's work runs (see [`traced_scope`]).
+    static TRACED: ();
+}
+
+/// Whether the task runs a sampled request's work: only then are the
+/// service's and the store's trace-only spans made. An unsampled request
+/// (99% by default) skips them with this one task-local read, instead of
+/// each span's callsite asking the subscriber's filters.
+pub fn traced() -> bool {
+    TRACED.try_with(|_| ()).is_ok()
+}
+
+/// Runs `f` as a sampled request's work.
+pub async fn traced_scope<F: std::future::Future>(f: F) -> F::Output {
+    TRACED.scope((), f).await
+}

@@ -257,6 +257,15 @@ pub async fn service_span(req: axum::extract::Request, next: axum::middleware::N
     if !exporting() {
         return next.run(req).await;
     }
+    // Only a sampled request's work is traced (the transport's span, which
+    // is current here, says whether it was sampled): an unsampled one makes
+    // no `rpc` span and, outside the scope, no store spans.
+    let sampled = tracing::Span::current()
+        .metadata()
+        .is_some_and(|m| m.target() == SAMPLED_REQUEST);
+    if !sampled {
+        return next.run(req).await;
+    }
     let grpc = crate::grpc::is_grpc(req.headers());
     let span = if grpc {
         let rpc = crate::telemetry::grpc_method(req.uri().path()).unwrap_or("other");
@@ -265,7 +274,7 @@ pub async fn service_span(req: axum::extract::Request, next: axum::middleware::N
         let route = req.extensions().get::<crate::rest::table::RouteLabel>();
         tracing::info_span!(target: ward_core::traceparent::SPANS, "rpc", rpc = route.map_or("unmatched", |r| &*r.0), transport = "rest")
     };
-    tracing::Instrument::instrument(next.run(req), span).await
+    ward_core::traceparent::traced_scope(tracing::Instrument::instrument(next.run(req), span)).await
 }
 
 /// Reads W3C trace context from request headers (what

@@ -162,6 +162,16 @@ impl std::fmt::Debug for SigningKeyRecord {
 /// Records one query's latency (`ward_db_query_duration_seconds`); `op` is
 /// a fixed name from the code, never from a request, so the label stays
 /// bounded. Free when no metrics recorder is installed.
+/// A store span, made only inside a sampled request's work (see
+/// `ward_core::traceparent::traced`); elsewhere a disabled span.
+pub(crate) fn trace_span(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
+    if ward_core::traceparent::traced() {
+        make()
+    } else {
+        tracing::Span::none()
+    }
+}
+
 pub(crate) fn observe_query(backend: &'static str, kind: &'static str, op: &'static str, started: std::time::Instant) {
     if !RECORDING.load(std::sync::atomic::Ordering::Relaxed) {
         return;

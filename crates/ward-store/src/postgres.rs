@@ -208,7 +208,9 @@ impl PostgresStore {
 
     async fn begin(&self) -> Result<Tx> {
         let started = std::time::Instant::now();
-        let span = tracing::info_span!(target: ward_core::traceparent::SPANS, "store", db = "postgres", kind = "begin");
+        let span = crate::trace_span(
+            || tracing::info_span!(target: ward_core::traceparent::SPANS, "store", db = "postgres", kind = "begin"),
+        );
         let tx = tracing::Instrument::instrument(self.pool.begin(), span)
             .await
             .map_err(|e| db_err("begin", e));
@@ -221,7 +223,9 @@ impl PostgresStore {
     where
         R: for<'r> FromRow<'r, PgRow> + Send + Unpin,
     {
-        let span = tracing::info_span!(target: ward_core::traceparent::SPANS, "store", db = "postgres", kind = "read", op = table);
+        let span = crate::trace_span(
+            || tracing::info_span!(target: ward_core::traceparent::SPANS, "store", db = "postgres", kind = "read", op = table),
+        );
         tracing::Instrument::instrument(
             async move {
                 let mut read = self.reads.get().await?;

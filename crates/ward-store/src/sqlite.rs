@@ -451,7 +451,9 @@ impl SqliteStore {
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T> {
         let started = std::time::Instant::now();
-        let span = tracing::info_span!(target: ward_core::traceparent::SPANS, "store", db = "sqlite", kind = "read", op = context);
+        let span = crate::trace_span(
+            || tracing::info_span!(target: ward_core::traceparent::SPANS, "store", db = "sqlite", kind = "read", op = context),
+        );
         let run = async move {
             let mut f = Some(f);
             let r = match self.readers.try_run(&mut f) {

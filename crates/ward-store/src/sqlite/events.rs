@@ -321,10 +321,14 @@ impl EventStore for SqliteStore {
     }
 
     async fn defer_deliveries(&self, subscription: &str, until: i64, expired: &Expired) -> Result<u64> {
+        const QUEUED: &str = "j.kind = ?1 AND j.key >= ?2 || '|' AND j.key < ?2 || '}' AND j.lease_until IS NULL";
+        /// Deliveries moved per transaction: the one writer's other work
+        /// waits for a few milliseconds at a time, not for 10,000 rows.
+        const CHUNK: u64 = 1_000;
         let (s, x) = (subscription.to_owned(), expired.clone());
-        self.write("defer deliveries", move |c| {
+        self.write("expire deliveries", move |c| {
             let tx = c.savepoint()?;
-            let queued = "j.kind = ?1 AND j.key >= ?2 || '|' AND j.key < ?2 || '}' AND j.lease_until IS NULL";
+            let queued = QUEUED;
             tx.prepare_cached(&format!(
                 "INSERT OR REPLACE INTO failed_deliveries ({FAILED_COLUMNS}) \
                  SELECT ?2, substr(j.key, length(?2) + 2), COALESCE(e.type, ''), j.attempts, ?4, ?5, ?6 \
@@ -336,16 +340,27 @@ impl EventStore for SqliteStore {
                 "DELETE FROM jobs WHERE id IN (SELECT j.id FROM jobs j WHERE {queued} AND j.create_time < ?3)"
             ))?
             .execute(params![DELIVER, s, x.queued_before])?;
-            let n = tx
-                .prepare_cached(&format!(
-                    "UPDATE jobs SET run_after = ?3 WHERE id IN (SELECT j.id FROM jobs j WHERE {queued} \
-                     AND j.run_after < ?3)"
-                ))?
-                .execute(params![DELIVER, s, until])?;
-            tx.commit()?;
-            Ok(n as u64)
+            tx.commit()
         })
-        .await
+        .await?;
+        let mut moved = 0;
+        loop {
+            let s = subscription.to_owned();
+            let n = self
+                .write("defer deliveries", move |c| {
+                    c.prepare_cached(&format!(
+                        "UPDATE jobs SET run_after = ?3 WHERE id IN (SELECT j.id FROM jobs j WHERE {QUEUED} \
+                         AND j.run_after < ?3 LIMIT ?4)"
+                    ))?
+                    .execute(params![DELIVER, s, until, CHUNK])
+                    .map(|n| n as u64)
+                })
+                .await?;
+            moved += n;
+            if n < CHUNK {
+                return Ok(moved);
+            }
+        }
     }
 
     async fn retry_deliveries(&self, subscription: &str, event_id: Option<&str>, now_ms: i64) -> Result<u64> {

@@ -98,7 +98,9 @@ impl Writer {
             }
         });
         let started = std::time::Instant::now();
-        let span = tracing::info_span!(target: ward_core::traceparent::SPANS, "store", db = "sqlite", kind = "write", op = context);
+        let span = crate::trace_span(
+            || tracing::info_span!(target: ward_core::traceparent::SPANS, "store", db = "sqlite", kind = "write", op = context),
+        );
         let run = async move {
             match tokio::time::timeout(QUEUE_WAIT, self.jobs.send(job)).await {
                 Ok(Ok(())) => {}

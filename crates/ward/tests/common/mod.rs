@@ -5,6 +5,7 @@
 pub mod browser;
 pub mod clients;
 pub mod idp;
+pub mod log_scan;
 pub mod people;
 pub mod receiver;
 
@@ -31,6 +32,15 @@ pub struct TestServer {
     _data_dir: tempfile::TempDir,
     db: Arc<TestDatabase>,
     _s3: Option<Moto>,
+}
+
+/// A test whose server logged a credential fails when the server goes.
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            log_scan::check();
+        }
+    }
 }
 
 impl TestServer {
@@ -61,6 +71,7 @@ impl TestServer {
             .expect("server starts");
         let base = format!("http://{}", running.addr);
         let token = std::fs::read_to_string(data_dir.path().join("admin.token")).expect("admin token written");
+        log_scan::watch(&token);
         Self {
             base,
             token,
@@ -103,6 +114,7 @@ impl TestServer {
             .expect("restart");
         self.base = format!("http://{}", running.addr);
         self.token = std::fs::read_to_string(self.config.data_dir.join("admin.token")).expect("admin token");
+        log_scan::watch(&self.token);
         self.running = Some(running);
     }
 

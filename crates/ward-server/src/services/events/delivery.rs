@@ -131,7 +131,8 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
                 let (sub, event_id) = job.key.split_once('|').unwrap_or_default();
                 let (sub, event) = (sub.to_owned(), events.remove(event_id));
                 let subscription = subs.get(&sub).cloned().flatten();
-                if let Err(until) = sinks.enter(&sub, ward.clock.now_millis()) {
+                let started = ward.clock.now_millis();
+                if let Err(until) = sinks.enter(&sub, started) {
                     if let Err(e) = ward.store.finish_job(&job, JobEnd::Defer { at: until }, until).await {
                         tracing::warn!(error = %e.message(), "deferring an event delivery failed");
                     }
@@ -148,7 +149,7 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
                 tokio::spawn(async move {
                     let (end, down, attempt) = deliver(&ward, &job, subscription, event).await;
                     let now = ward.clock.now_millis();
-                    let down = sinks.leave(&sub, down, now);
+                    let down = sinks.leave(&sub, down, now, started);
                     // Taken: its writes join the next batch (one transaction
                     // for many deliveries), and the slot is free at once.
                     if let (JobEnd::Done, None, Some(Attempt::Delivered { time })) = (&end, down, &attempt) {
@@ -270,6 +271,8 @@ struct Sink {
     /// (not with any one delivery's attempts, since each probe may be a
     /// different delivery).
     failures: i64,
+    /// When the last counted failure was seen.
+    failed_at: i64,
 }
 
 impl Sinks {
@@ -287,17 +290,23 @@ impl Sinks {
         Ok(())
     }
 
-    /// Gives the slot back. `down`: the delivery failed in a way worth
-    /// retrying and asks to wait until then; the sink then backs off until
-    /// that or its own back-off, whichever is later, and the new end of its
-    /// back-off is returned. No `down`: it answered, and any back-off ends.
-    fn leave(&self, sub: &str, down: Option<i64>, now: i64) -> Option<i64> {
+    /// Gives the slot back. `down`: the delivery (begun at `started`)
+    /// failed in a way worth retrying and asks to wait until then; the sink
+    /// then backs off until that or its own back-off, whichever is later,
+    /// and the new end of its back-off is returned. No `down`: it answered,
+    /// and any back-off ends. Only an attempt begun after the last counted
+    /// failure counts as another: the deliveries in flight when a sink goes
+    /// down fail together, and are one failure, not 32.
+    fn leave(&self, sub: &str, down: Option<i64>, now: i64, started: i64) -> Option<i64> {
         let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let s = map.get_mut(sub)?;
         s.in_flight = s.in_flight.saturating_sub(1);
         let paused = match down {
             Some(d) => {
-                s.failures += 1;
+                if started >= s.failed_at {
+                    s.failures += 1;
+                    s.failed_at = now;
+                }
                 let until = d.max(now + backoff_ms(s.failures));
                 let longer = until > s.paused_until;
                 s.paused_until = s.paused_until.max(until);
@@ -305,6 +314,7 @@ impl Sinks {
             }
             None => {
                 s.failures = 0;
+                s.failed_at = 0;
                 s.paused_until = 0;
                 None
             }
@@ -562,12 +572,12 @@ mod tests {
         }
         assert_eq!(sinks.enter("a", 0), Err(BUSY_WAIT_MS), "busy");
         assert!(sinks.enter("b", 0).is_ok(), "another sink is not held up");
-        assert_eq!(sinks.leave("a", Some(5_000), 0), Some(5_000));
+        assert_eq!(sinks.leave("a", Some(5_000), 0, 0), Some(5_000));
         assert_eq!(sinks.enter("a", 10), Err(5_000), "backing off");
         // Each failure backs the sink off longer, whichever delivery it was.
         let mut last = 5_000;
-        for _ in 0..8 {
-            if let Some(until) = sinks.leave("a", Some(0), 0) {
+        for probe in 1..=8 {
+            if let Some(until) = sinks.leave("a", Some(0), probe, probe) {
                 assert!(until >= last, "{until} < {last}");
                 last = until;
             }
@@ -575,12 +585,31 @@ mod tests {
             sinks.0.lock().unwrap().get_mut("a").unwrap().in_flight += 1;
         }
         assert!(last >= 64_000, "backed off for {last} ms after 9 failures");
-        sinks.leave("a", None, 0);
+        sinks.leave("a", None, 0, 0);
         assert!(sinks.enter("a", 10).is_ok(), "an answer ends the back-off");
         sinks.0.lock().unwrap().get_mut("a").unwrap().in_flight = 1;
-        sinks.leave("a", None, 0);
-        sinks.leave("b", None, 0);
+        sinks.leave("a", None, 0, 0);
+        sinks.leave("b", None, 0, 0);
         assert!(sinks.0.lock().unwrap().is_empty(), "idle sinks are forgotten");
+    }
+
+    #[test]
+    fn deliveries_in_flight_when_a_sink_goes_down_are_one_failure() {
+        let sinks = Sinks::default();
+        for _ in 0..PER_SUBSCRIPTION {
+            assert!(sinks.enter("a", 0).is_ok());
+        }
+        for _ in 0..PER_SUBSCRIPTION {
+            sinks.leave("a", Some(0), 100, 0);
+        }
+        let s = sinks.0.lock().unwrap();
+        let a = s.get("a").unwrap();
+        assert_eq!(a.failures, 1);
+        assert!(
+            a.paused_until <= 100 + 1_000,
+            "one failure's back-off: {}",
+            a.paused_until
+        );
     }
 
     #[test]
