@@ -22,6 +22,37 @@ use ward_core::registry::{Algorithm, Digest};
 
 use crate::{BlobError, BlobStore, ByteStream, valid_id};
 
+/// object_store's own reqwest client, with each request carrying the W3C
+/// `traceparent` of the work in progress (when traces are exported), so a
+/// bucket's request logs join the trace of the push or pull that caused
+/// them. The header is added after signing and is not signed; S3 takes
+/// such headers as they are.
+#[derive(Debug)]
+struct Traced;
+
+impl object_store::client::HttpConnector for Traced {
+    fn connect(&self, options: &object_store::ClientOptions) -> object_store::Result<object_store::client::HttpClient> {
+        let inner = object_store::client::ReqwestConnector::default().connect(options)?;
+        Ok(object_store::client::HttpClient::new(TracedClient(inner)))
+    }
+}
+
+#[derive(Debug)]
+struct TracedClient(object_store::client::HttpClient);
+
+#[async_trait]
+impl object_store::client::HttpService for TracedClient {
+    async fn call(
+        &self,
+        mut req: object_store::client::HttpRequest,
+    ) -> Result<object_store::client::HttpResponse, object_store::client::HttpError> {
+        if let Some(v) = ward_core::traceparent::current().and_then(|tp| tp.parse().ok()) {
+            req.headers_mut().insert(ward_core::traceparent::HEADER, v);
+        }
+        self.0.execute(req).await
+    }
+}
+
 /// Multipart chunk size (S3's minimum part size is 5 MiB).
 const PART: usize = 8 * 1024 * 1024;
 
@@ -64,7 +95,7 @@ impl S3Blobs {
         if query.contains("endpoint=http://") && !query.contains("allow_http=") {
             b = b.with_allow_http(true);
         }
-        let store = b.build().map_err(|e| bad(&e.to_string()))?;
+        let store = b.with_http_connector(Traced).build().map_err(|e| bad(&e.to_string()))?;
         Ok(Self { store: Arc::new(store) })
     }
 

@@ -5,6 +5,7 @@
 //! holds `FOR UPDATE` on it before looking for children. Whichever comes second
 //! waits for the first and then sees its result, so no child is ever orphaned.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -38,6 +39,31 @@ pub struct PostgresStore {
     /// The `NOTIFY` channel of [`Store::broadcast`]: one per schema, so
     /// deployments in other schemas of the database are not woken.
     channel: String,
+    /// Broadcasts waiting for their own notification to come back.
+    echoes: Echoes,
+}
+
+/// A broadcast waits until this server's own listener has its notification
+/// back: PostgreSQL has then handed it to every listening server at once,
+/// so the change has reached the other replicas' listeners before the
+/// changing request answers, not some time after.
+#[derive(Clone, Default)]
+struct Echoes {
+    listening: Arc<std::sync::atomic::AtomicBool>,
+    next: Arc<std::sync::atomic::AtomicU64>,
+    waiting: Arc<std::sync::Mutex<std::collections::HashMap<u64, tokio::sync::oneshot::Sender<()>>>>,
+}
+
+/// How long a broadcast waits for its echo before answering anyway (the
+/// caches' lifetimes remain the fallback).
+const ECHO_WAIT: Duration = Duration::from_secs(1);
+
+/// A notification's payload: the topic, then `|` and the broadcast's nonce.
+fn payload_topic(payload: &str) -> (&str, Option<u64>) {
+    match payload.rsplit_once('|') {
+        Some((topic, nonce)) => (topic, nonce.parse().ok()),
+        None => (payload, None),
+    }
 }
 
 /// The prefix of the `NOTIFY` channel of [`Store::broadcast`].
@@ -103,6 +129,13 @@ impl PostgresStore {
             reads: reads::Reads::connect(options, reads::READ_CONNECTIONS).await?,
             counts: moka::sync::Cache::new(COUNT_CACHE_ENTRIES),
             channel,
+            // Nonces start at random, so servers sharing the channel (and
+            // tests' replicas sharing a process) never answer each other's
+            // waits.
+            echoes: Echoes {
+                next: Arc::new(std::sync::atomic::AtomicU64::new(rand::random::<u64>() >> 1)),
+                ..Echoes::default()
+            },
         })
     }
 }
@@ -360,12 +393,34 @@ impl Store for PostgresStore {
     }
 
     async fn broadcast(&self, topic: &str) -> Result<()> {
-        sqlx::query("SELECT pg_notify($1, $2)")
+        let nonce = self.echoes.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let echo = if self.echoes.listening.load(std::sync::atomic::Ordering::Relaxed) {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            self.echoes
+                .waiting
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(nonce, tx);
+            Some(rx)
+        } else {
+            None
+        };
+        let sent = sqlx::query("SELECT pg_notify($1, $2)")
             .bind(&self.channel)
-            .bind(topic)
+            .bind(format!("{topic}|{nonce}"))
             .execute(&self.pool)
-            .await
-            .map_err(|e| db_err("broadcast", e))?;
+            .await;
+        if let Some(rx) = echo {
+            if sent.is_ok() {
+                let _ = tokio::time::timeout(ECHO_WAIT, rx).await;
+            }
+            self.echoes
+                .waiting
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&nonce);
+        }
+        sent.map_err(|e| db_err("broadcast", e))?;
         Ok(())
     }
 
@@ -375,10 +430,29 @@ impl Store for PostgresStore {
             .map_err(|e| db_err("listen", e))?;
         listener.listen(&self.channel).await.map_err(|e| db_err("listen", e))?;
         let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let echoes = self.echoes.clone();
+        echoes.listening.store(true, std::sync::atomic::Ordering::Relaxed);
         tokio::spawn(async move {
             loop {
                 let topic = match listener.try_recv().await {
-                    Ok(Some(n)) => n.payload().to_owned(),
+                    Ok(Some(n)) => {
+                        let (topic, nonce) = payload_topic(n.payload());
+                        // Ours: applied here first, then its broadcast answers.
+                        let waiting = nonce.and_then(|k| {
+                            echoes
+                                .waiting
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .remove(&k)
+                        });
+                        if tx.send(topic.to_owned()).await.is_err() {
+                            return;
+                        }
+                        if let Some(w) = waiting {
+                            let _ = w.send(());
+                        }
+                        continue;
+                    }
                     // The connection dropped (the next call reconnects and
                     // listens again): whatever was sent meanwhile is lost.
                     Ok(None) => crate::EVERY_TOPIC.to_owned(),
@@ -831,5 +905,19 @@ impl Store for PostgresStore {
         .fetch_all(&self.pool)
         .await
         .map_err(|e| db_err("grants", e))
+    }
+}
+
+#[cfg(test)]
+mod echo_tests {
+    #[test]
+    fn payloads_carry_the_topic_and_the_nonce() {
+        assert_eq!(super::payload_topic("access|42"), ("access", Some(42)));
+        assert_eq!(
+            super::payload_topic("keys"),
+            ("keys", None),
+            "an older server's payload"
+        );
+        assert_eq!(super::payload_topic("*|x"), ("*", None));
     }
 }

@@ -12,6 +12,7 @@ mod common;
 use std::io::BufRead as _;
 use std::sync::{Arc, Mutex};
 
+use axum::response::IntoResponse as _;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use reqwest::StatusCode;
@@ -108,8 +109,34 @@ impl Drop for Server {
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT: &str = "00f067aa0ba902b7";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_trace_arrives_over_otlp_with_transport_service_and_store_spans() {
+/// A stand-in for a server Ward calls (an issuer, a bucket): records each
+/// request as `METHOD path traceparent` and answers with `answer`.
+async fn recording_server(
+    answer: fn(axum::http::Method) -> axum::response::Response,
+) -> (String, Arc<Mutex<Vec<String>>>) {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = seen.clone();
+    let app = axum::Router::new().fallback(
+        move |method: axum::http::Method, uri: axum::http::Uri, headers: axum::http::HeaderMap| {
+            let log = log.clone();
+            async move {
+                let tp = headers
+                    .get("traceparent")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("none");
+                log.lock().unwrap().push(format!("{method} {} {tp}", uri.path()));
+                answer(method)
+            }
+        },
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    (url, seen)
+}
+
+/// An in-test OTLP/gRPC collector, and its endpoint.
+async fn start_collector() -> (Collector, String) {
     let collector = Collector::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -121,6 +148,12 @@ async fn a_request_trace_arrives_over_otlp_with_transport_service_and_store_span
             .await
             .unwrap();
     });
+    (collector, endpoint)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_trace_arrives_over_otlp_with_transport_service_and_store_spans() {
+    let (collector, endpoint) = start_collector().await;
     let mut server = Server::start(&[
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
@@ -145,25 +178,7 @@ async fn a_request_trace_arrives_over_otlp_with_transport_service_and_store_span
     assert_eq!(r.status(), StatusCode::OK);
     // An exchange whose issuer Ward asks for its keys: the issuer sees the
     // trace continue.
-    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-    let issuer = {
-        let seen = seen.clone();
-        let app = axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
-            let seen = seen.clone();
-            async move {
-                let tp = headers
-                    .get("traceparent")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("none");
-                seen.lock().unwrap().push(tp.to_owned());
-                StatusCode::NOT_FOUND
-            }
-        });
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", l.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-        url
-    };
+    let (issuer, seen) = recording_server(|_| StatusCode::NOT_FOUND.into_response()).await;
     let r = http
         .post(format!("{}/iam/v2/identities/{org}", server.base))
         .bearer_auth(&server.token)
@@ -196,7 +211,7 @@ async fn a_request_trace_arrives_over_otlp_with_transport_service_and_store_span
     let seen = seen.lock().unwrap().clone();
     assert!(
         seen.iter()
-            .any(|tp| tp.starts_with(&format!("00-{TRACE}-")) && !tp.contains(PARENT)),
+            .any(|tp| tp.contains(&format!(" 00-{TRACE}-")) && !tp.contains(PARENT)),
         "the upstream issuer got the trace (as a child span): {seen:?}; the exchange: {answer}"
     );
     // Spans are exported in batches: wait for ours (SIGTERM flushes the rest).
@@ -353,4 +368,61 @@ async fn json_logs_carry_trace_ids_and_never_a_secret() {
         }
     }
     assert!(traced, "the failed request's line carries its trace id: {lines:#?}");
+}
+
+/// Requests to an S3-compatible blob store carry the trace of the push that
+/// caused them: a stand-in bucket records each request's `traceparent`.
+#[tokio::test(flavor = "multi_thread")]
+async fn blob_store_requests_carry_the_trace() {
+    let (_collector, endpoint) = start_collector().await;
+    // A PUT is stored (as S3 answers it); nothing is there to read.
+    let (bucket, seen) = recording_server(|method| {
+        if method == axum::http::Method::PUT {
+            (StatusCode::OK, [("etag", "\"e\"")]).into_response()
+        } else {
+            StatusCode::NOT_FOUND.into_response()
+        }
+    })
+    .await;
+    let store = format!("s3://bucket?endpoint={bucket}");
+    let mut server = Server::start(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("WARD_BLOB_STORE", store.as_str()),
+        ("AWS_ACCESS_KEY_ID", "ward-test"),
+        ("AWS_SECRET_ACCESS_KEY", "ward-test"),
+    ]);
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{}/iam/v2/groups", server.base))
+        .bearer_auth(server.token.trim())
+        .json(&json!({"name": "bucketed"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let org = common::uid(&r.json::<Value>().await.unwrap());
+    let data = b"a layer".to_vec();
+    let digest = format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&data)));
+    // The stand-in keeps nothing, so the upload itself may fail; what
+    // matters is what the bucket was sent.
+    let _ = http
+        .post(format!(
+            "{}/v2/{org}/app/blobs/uploads/?digest={}",
+            server.base,
+            digest.replace(':', "%3A")
+        ))
+        .bearer_auth(server.token.trim())
+        .header("traceparent", format!("00-{TRACE}-{PARENT}-01"))
+        .header("content-type", "application/octet-stream")
+        .body(data)
+        .send()
+        .await
+        .unwrap();
+    server.stop();
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter()
+            .any(|r| r.contains(" /bucket/uploads/") && r.contains(&format!(" 00-{TRACE}-")) && !r.contains(PARENT)),
+        "the bucket got the push's trace (as a child span): {seen:?}"
+    );
 }

@@ -93,7 +93,7 @@ enum Auth<'a> {
 
 const STATIC_ISS: &str = "https://ci.example.com";
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread")]
 async fn access_changes_hold_on_every_replica_at_once() {
     let Some(db) = ward_store::testing::postgres().await else {
         assert_ne!(

@@ -50,6 +50,9 @@ impl std::io::Write for Scan {
 /// Installs the scanning subscriber (once per test binary) and registers a
 /// server's admin token.
 pub fn watch(admin_token: &str) {
+    if std::env::var_os("WARD_TEST_NO_LOG_SCAN").is_some() {
+        return;
+    }
     INSTALL.call_once(|| {
         let filter = tracing_subscriber::EnvFilter::new(
             "warn,ward=debug,ward_server=debug,ward_store=debug,ward_auth=debug,ward_core=debug,ward_blob=debug",
