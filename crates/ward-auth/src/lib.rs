@@ -21,7 +21,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::SigningKey;
 use ed25519_dalek::pkcs8::EncodePrivateKey;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use jsonwebtoken::{Algorithm, DecodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use ward_core::clock::Clock;
@@ -177,7 +177,10 @@ struct Key {
     kid: String,
     /// None when this server's secret key does not open the private half
     /// (another replica's key under another secret key): it still verifies.
-    encoding: Option<EncodingKey>,
+    /// Kept expanded: signing through `jsonwebtoken` would parse the DER and
+    /// derive the public key again on every token (a second scalar
+    /// multiplication, as costly as the signature).
+    encoding: Option<SigningKey>,
     decoding: DecodingKey,
     /// Raw 32-byte Ed25519 public key.
     public: Vec<u8>,
@@ -217,6 +220,23 @@ fn unauthenticated(msg: &str) -> Error {
 
 const NO_OPENABLE_KEY: &str = "no token signing key opens with this server's secret key: \
                                replicas sharing a database need the same --secret-key";
+
+/// A JWS compact serialization of `claims` signed with EdDSA, byte for
+/// byte what `jsonwebtoken::encode` writes (Ed25519 is deterministic):
+/// base64url(header JSON).base64url(claims JSON).base64url(signature).
+fn sign_jws<T: Serialize>(kid: &str, key: &SigningKey, claims: &T) -> Result<String> {
+    let mut header = Header::new(Algorithm::EdDSA);
+    header.kid = Some(kid.to_owned());
+    let part = |v: &[u8]| URL_SAFE_NO_PAD.encode(v);
+    let json = |e: serde_json::Error| Error::internal(format_args!("sign: {e}"));
+    let message = format!(
+        "{}.{}",
+        part(&serde_json::to_vec(&header).map_err(json)?),
+        part(&serde_json::to_vec(claims).map_err(json)?)
+    );
+    let signature = ed25519_dalek::Signer::sign(key, message.as_bytes());
+    Ok(format!("{message}.{}", part(&signature.to_bytes())))
+}
 
 /// Marks a private key stored sealed with the server's secret key. Keys
 /// stored before sealing (plain PKCS#8 DER, which starts with 0x30) still load;
@@ -258,7 +278,10 @@ fn key_from_record(r: &SigningKeyRecord, secret: &ServerSecret) -> Result<Key> {
         )));
     }
     let encoding = match private_key_der(r, secret) {
-        Ok(der) => Some(EncodingKey::from_ed_der(&der)),
+        Ok(der) => Some(
+            <SigningKey as ed25519_dalek::pkcs8::DecodePrivateKey>::from_pkcs8_der(&der)
+                .map_err(|e| Error::internal(format_args!("signing key {}: {e}", r.kid)))?,
+        ),
         Err(e) => {
             tracing::warn!(kid = %r.kid, "{}", e.message());
             None
@@ -414,10 +437,8 @@ impl Tokens {
             .rev()
             .find(|k| k.encoding.is_some())
             .ok_or_else(|| Error::internal(NO_OPENABLE_KEY))?;
-        let mut header = Header::new(Algorithm::EdDSA);
-        header.kid = Some(key.kid.clone());
-        let encoding = key.encoding.as_ref().ok_or_else(|| Error::internal(NO_OPENABLE_KEY))?;
-        jsonwebtoken::encode(&header, claims, encoding).map_err(|e| Error::internal(format_args!("sign: {e}")))
+        let signing = key.encoding.as_ref().ok_or_else(|| Error::internal(NO_OPENABLE_KEY))?;
+        sign_jws(&key.kid, signing, claims)
     }
 
     /// Verifies a token: signature by one of Ward's keys, issuer, audience and
@@ -553,6 +574,32 @@ impl Tokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ward's own JWS is what `jsonwebtoken` would have written, and it
+    /// verifies with `jsonwebtoken` against the public key.
+    #[test]
+    fn tokens_are_byte_for_byte_jsonwebtokens() {
+        let key = SigningKey::from_bytes(&[7u8; 32]);
+        let der = key.to_pkcs8_der().unwrap();
+        let claims = serde_json::json!({"iss": "i", "sub": "s", "aud": "a", "exp": 4_000_000_000_i64, "x": [1, "ü"]});
+        let ours = sign_jws("k1", &key, &claims).unwrap();
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some("k1".into());
+        let theirs = jsonwebtoken::encode(
+            &header,
+            &claims,
+            &jsonwebtoken::EncodingKey::from_ed_der(der.as_bytes()),
+        )
+        .unwrap();
+        assert_eq!(ours, theirs);
+        let public = URL_SAFE_NO_PAD.encode(key.verifying_key().as_bytes());
+        let mut v = Validation::new(Algorithm::EdDSA);
+        v.set_audience(&["a"]);
+        let decoded =
+            jsonwebtoken::decode::<serde_json::Value>(&ours, &DecodingKey::from_ed_components(&public).unwrap(), &v)
+                .unwrap();
+        assert_eq!(decoded.claims, claims);
+    }
 
     #[test]
     fn bearer_forms() {
