@@ -46,7 +46,7 @@
 # PER_NAME (10), AFFECT (0.05), IMAGE_PACKAGES (2000), FLEET (10000),
 # FLEET_PACKAGES (5), SEED (1), IMPORT_CONCURRENCY (2), PUSH_CONCURRENCY (8),
 # POLL_MS (20), REEVAL ("osv advisory"), DURATION (10s), WARMUP (2s),
-# CONNECTIONS (32), THREADS (2), WARD_PORT (18121), WARD_BENCH_POSTGRES_URL,
+# CONNECTIONS (32), THREADS (2), WARD_PORT (18121), NGINX_PORT (18122), WARD_BENCH_POSTGRES_URL,
 # BENCH_DEBUG (keep the work directory: server logs, wrk.log, the corpus).
 # See bench/README.md.
 set -euo pipefail
@@ -70,6 +70,7 @@ WARMUP=${WARMUP:-2s}
 CONNECTIONS=${CONNECTIONS:-32}
 THREADS=${THREADS:-2}
 WARD_PORT=${WARD_PORT:-18121}
+NGINX_PORT=${NGINX_PORT:-18122}
 PG_URL=${WARD_BENCH_POSTGRES_URL:-}
 case "${WARD_DATABASE:-}" in postgres://* | postgresql://*) PG_URL=${PG_URL:-$WARD_DATABASE} ;; esac
 
@@ -85,9 +86,9 @@ esac
 for r in $REEVAL; do case "$r" in osv | advisory) ;; *) die "REEVAL lists osv and/or advisory, not '$r'" ;; esac; done
 
 need() { command -v "$1" >/dev/null 2>&1; }
-if ! need wrk; then
-  say "installing wrk from Debian's packages…"
-  apt-get update -qq && apt-get install -y -qq wrk >/dev/null
+if ! need wrk || ! need nginx; then
+  say "installing wrk and nginx-light from Debian's packages…"
+  apt-get update -qq && apt-get install -y -qq wrk nginx-light >/dev/null
 fi
 for tool in curl python3; do need "$tool" || die "$tool is needed"; done
 python3 -c 'import requests' 2>/dev/null || die "python3 needs requests (pip install requests)"
@@ -560,6 +561,36 @@ bench_wrk() { # bench_wrk SCENARIO URL [ACCEPT_ENCODING]
   record "{\"kind\":\"wrk\",\"backend\":\"$backend\",\"scenario\":\"$scenario\",\"rps\":$rps,\"p50_ms\":$p50,\"p99_ms\":$p99,\"errors\":$errs,\"bytes\":$bytes}"
 }
 
+# The machine's ceiling for a response of the report's size: nginx sending
+# the same bytes from a file (sendfile), measured with the same wrk.
+static_report() { # static_report URL: serves URL's plain body, benches it, stops
+  local root=$work/nginx pid
+  mkdir -p "$root"
+  chmod 755 "$work" "$root" # nginx workers may run as another user
+  curl -sS -f -H "Authorization: Bearer $token" -H 'Accept-Encoding: identity' -o "$root/report.json" "$1"
+  chmod 644 "$root/report.json"
+  port_free "$NGINX_PORT" || die "something already listens on 127.0.0.1:$NGINX_PORT (set NGINX_PORT)"
+  cat >"$root/nginx.conf" <<NGINX
+daemon off;
+worker_processes 2;
+pid $root/nginx.pid;
+error_log $root/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  client_body_temp_path $root; proxy_temp_path $root; fastcgi_temp_path $root; uwsgi_temp_path $root; scgi_temp_path $root;
+  server { listen 127.0.0.1:$NGINX_PORT; location = /report.json { default_type application/json; root $root; } }
+}
+NGINX
+  nginx -c "$root/nginx.conf" &
+  pid=$!
+  for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$NGINX_PORT/report.json" && break; sleep 0.1; done
+  bench_wrk nginx-static "http://127.0.0.1:$NGINX_PORT/report.json"
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
 mem() { # mem LABEL
   record "{\"kind\":\"memory\",\"backend\":\"$backend\",\"at\":\"$1\",\"rss_kib\":$(rss_kib VmRSS),\"peak_rss_kib\":$(rss_kib VmHWM),\"db_bytes\":$(db_bytes)}"
 }
@@ -582,6 +613,7 @@ bench_backend() { # bench_backend BACKEND [POSTGRES_URL]
   # requests, Go): the report's cached gzip.
   bench_wrk vulnreport-gzip "$report_url" gzip
   bench_wrk group "$api/iam/v2/groups/$org"
+  static_report "$report_url"
   say "   the fleet: $FLEET images sharing one layer, $PUSH_CONCURRENCY pushes at a time…"
   drive fleet >/dev/null
   mem fleet
@@ -645,17 +677,22 @@ for backend in ("sqlite", "postgres"):
     imp, img, fleet = one("import"), one("image"), one("fleet")
     wv, wg = one("wrk", scenario="vulnreport"), one("wrk", scenario="group")
     wz = one("wrk", scenario="vulnreport-gzip")
+    wn = one("wrk", scenario="nginx-static")
     reevals = [r for r in mine if r["kind"] == "reeval"]
     mems = {r["at"]: r for r in mine if r["kind"] == "memory"}
     strip = lambda r: {k: v for k, v in (r or {}).items() if k not in ("kind", "backend")}
     out = {"import": strip(imp), "image": strip(img),
-           "serving": {"vulnreport": strip(wv), "vulnreport_gzip": strip(wz), "group": strip(wg)},
+           "serving": {"vulnreport": strip(wv), "vulnreport_gzip": strip(wz), "group": strip(wg),
+                       "nginx_static": strip(wn)},
            "fleet": strip(fleet), "reeval": {r["via"]: strip(r) for r in reevals},
            "memory": {k: strip(v) for k, v in mems.items()}}
     ratio = round(wv["rps"] / wg["rps"], 3) if wv and wg and wg["rps"] else None
     out["serving"]["ratio"] = ratio
     ratio_gzip = round(wz["rps"] / wg["rps"], 3) if wz and wg and wg["rps"] else None
     out["serving"]["ratio_gzip"] = ratio_gzip
+    ceiling = round(wn["rps"] / wg["rps"], 3) if wn and wg and wg["rps"] else None
+    out["serving"]["nginx_over_group"] = ceiling
+    out["serving"]["vulnreport_over_nginx"] = round(wv["rps"] / wn["rps"], 3) if wn and wv and wn["rps"] else None
     summary["backends"][backend] = out
 
     print(f"\nVulnerability reports ({backend}; {env['CORES']} cores; wrk -t{env['THREADS']} -c{env['CONNECTIONS']} "
@@ -680,6 +717,12 @@ for backend in ("sqlite", "postgres"):
         row("vulnreport GET", f"{wv['rps']:,.0f} req/s, p50 {wv['p50_ms']:.2f}, p99 {wv['p99_ms']:.2f} ms")
         row("GET /iam/v2/groups/{org}", f"{wg['rps']:,.0f} req/s, p50 {wg['p50_ms']:.2f}, p99 {wg['p99_ms']:.2f} ms")
         row("  vulnreport / group", f"{ratio:.3f}", f"≥ 0.3: {yes(ratio >= 0.3)}")
+    if wn and wg:
+        row("nginx sending the same bytes from a file", f"{wn['rps']:,.0f} req/s, p50 {wn['p50_ms']:.2f}, "
+            f"p99 {wn['p99_ms']:.2f} ms ({wn['bytes'] / 1024:.0f} KiB)")
+        row("  nginx / group (the machine's ceiling)", f"{ceiling:.3f}")
+        if wv:
+            row("  vulnreport / nginx", f"{wv['rps'] / wn['rps']:.3f}")
     if wz and wg:
         row("vulnreport GET, Accept-Encoding: gzip", f"{wz['rps']:,.0f} req/s, p50 {wz['p50_ms']:.2f}, "
             f"p99 {wz['p99_ms']:.2f} ms ({wz['bytes'] / 1024:.0f} KiB)")

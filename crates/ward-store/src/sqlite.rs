@@ -65,6 +65,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0016_report_stamp.sql"),
     include_str!("../migrations/sqlite/0017_events.sql"),
     include_str!("../migrations/sqlite/0018_subscriptions.sql"),
+    include_str!("../migrations/sqlite/0019_feed_name_packages.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \

@@ -234,6 +234,12 @@ pub trait VulnStore: Send + Sync + 'static {
     /// `(id, group)` of the feed records and advisories (their CGA ids) that
     /// list `alias` among their aliases.
     async fn ids_aliased(&self, alias: &str) -> Result<Vec<(String, String)>>;
+    /// Tidies the per-name feed index after imports rewrote it: on
+    /// PostgreSQL a `VACUUM (ANALYZE)` of `feed_name_packages` (an import
+    /// rewrites the row of every name it touches, and a report read right
+    /// after a feed's import would otherwise walk the dead versions); on
+    /// SQLite nothing.
+    async fn tidy_feed_index(&self) -> Result<()>;
 }
 
 /// SQL that keeps rows whose `column` is one of `scopes` or below one, with

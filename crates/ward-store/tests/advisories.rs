@@ -6,7 +6,10 @@
 use ward_core::Error;
 use ward_core::listing::{FilterValue, ListQuery, SubQuery};
 use ward_core::uidp::Uidp;
-use ward_store::advisories::{AdvisoryRecord, EventRecord, ImportItem, ImportOutcome, MAX_EVENTS_PER_ADVISORY};
+use ward_store::advisories::{
+    AdvisoryRecord, EventRecord, FeedOutcome, FeedPackage, FeedRecord, ImportItem, ImportOutcome,
+    MAX_EVENTS_PER_ADVISORY,
+};
 use ward_store::testing;
 use ward_store::{GroupRecord, Store};
 
@@ -485,5 +488,129 @@ async fn an_advisory_holds_a_bounded_number_of_events() {
         e2.findings = vec![b'y'; 100 * 1024];
         let e = s.add_event(&e2, testing::emit()).await.expect_err("over the byte cap");
         assert!(matches!(e, Error::ResourceExhausted(_)), "[{}] {e:?}", b.name);
+    }
+}
+
+fn feed_record(group: &Uidp, id: &str, modified: i64, withdrawn: bool, names: &[&str]) -> FeedRecord {
+    FeedRecord {
+        parent_uid: group.as_str().into(),
+        id: id.into(),
+        modified,
+        withdrawn: withdrawn.then_some(modified),
+        aliases: vec![],
+        packages: names
+            .iter()
+            .map(|n| FeedPackage {
+                ecosystem: "PyPI".into(),
+                name: (*n).into(),
+                affected: format!(r#"[{{"versions":["{id}"]}}]"#),
+            })
+            .collect(),
+        body: format!(r#"{{"id":"{id}","modified":{modified}}}"#),
+        digest: format!("{id}-{modified}"),
+    }
+}
+
+/// `(record id, digest, withdrawn, affected)` of the candidates naming `name`, sorted.
+async fn candidates(s: &dyn Store, group: &Uidp, name: &str) -> Vec<(String, String, bool, Option<String>)> {
+    let mut v: Vec<_> = s
+        .feed_candidates(&[name.to_owned()], &[group.as_str().to_owned()])
+        .await
+        .expect("candidates")
+        .into_iter()
+        .map(|c| {
+            assert_eq!((c.ecosystem.as_str(), c.name.as_str()), ("PyPI", name));
+            (c.id, c.digest, c.withdrawn, c.affected)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A report's candidate read agrees with every import, on both backends
+/// (PostgreSQL answers it from a per-name copy kept in step with the
+/// per-record rows): records added, a record's packages changed, a record
+/// withdrawn, and imports touching one name at once, none of them lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn feed_candidates_follow_imports() {
+    for db in backends().await {
+        let (b, s) = (db.name, db.store.as_ref());
+        let g = org(s).await;
+        let other = org(s).await;
+        let import = |records: Vec<FeedRecord>, group: &Uidp| {
+            let group = group.as_str().to_owned();
+            async move {
+                s.import_feed_records(&group, &records, T0, testing::emit())
+                    .await
+                    .expect("import")
+            }
+        };
+        import(
+            vec![
+                feed_record(&g, "R1", 1, false, &["a", "b"]),
+                feed_record(&g, "R2", 1, false, &["a"]),
+            ],
+            &g,
+        )
+        .await;
+        import(vec![feed_record(&other, "R9", 1, false, &["a"])], &other).await;
+        let ids = |v: Vec<(String, String, bool, Option<String>)>| v.into_iter().map(|c| c.0).collect::<Vec<_>>();
+        assert_eq!(
+            ids(candidates(s, &g, "a").await),
+            ["R1", "R2"],
+            "[{b}] another group's record is not a candidate"
+        );
+        let b_rows = candidates(s, &g, "b").await;
+        assert_eq!(
+            b_rows,
+            [(
+                "R1".into(),
+                "R1-1".into(),
+                false,
+                Some(r#"[{"versions":["R1"]}]"#.into())
+            )],
+            "[{b}]"
+        );
+
+        // R1 now names b and c (not a); R2 is withdrawn.
+        let out = import(
+            vec![
+                feed_record(&g, "R1", 2, false, &["b", "c"]),
+                feed_record(&g, "R2", 2, true, &["a"]),
+            ],
+            &g,
+        )
+        .await;
+        assert_eq!(out, [FeedOutcome::Updated, FeedOutcome::Withdrawn], "[{b}]");
+        assert_eq!(
+            candidates(s, &g, "a").await,
+            [(
+                "R2".into(),
+                "R2-2".into(),
+                true,
+                Some(r#"[{"versions":["R2"]}]"#.into())
+            )],
+            "[{b}]"
+        );
+        assert_eq!(ids(candidates(s, &g, "b").await), ["R1"], "[{b}]");
+        assert_eq!(candidates(s, &g, "b").await[0].1, "R1-2", "[{b}] the new digest");
+        assert_eq!(ids(candidates(s, &g, "c").await), ["R1"], "[{b}]");
+        // R1 drops c again: the name has no candidates left.
+        import(vec![feed_record(&g, "R1", 3, false, &["b"])], &g).await;
+        assert!(candidates(s, &g, "c").await.is_empty(), "[{b}]");
+
+        // Sixteen imports at once, each a record naming "hot".
+        let mut many = tokio::task::JoinSet::new();
+        for i in 0..16 {
+            let (store, group) = (db.store.clone(), g.as_str().to_owned());
+            let r = feed_record(&g, &format!("H{i:02}"), 1, false, &["hot", &format!("own{i}")]);
+            many.spawn(async move { store.import_feed_records(&group, &[r], T0, testing::emit()).await });
+        }
+        for done in many.join_all().await {
+            done.expect("concurrent import");
+        }
+        let hot = ids(candidates(s, &g, "hot").await);
+        let want: Vec<String> = (0..16).map(|i| format!("H{i:02}")).collect();
+        assert_eq!(hot, want, "[{b}] no concurrent import's record is lost");
     }
 }

@@ -1,6 +1,8 @@
 //! The advisories tables on PostgreSQL. Event writes hold their advisory
 //! `FOR UPDATE`, so the status columns are recomputed by one writer at a time.
 
+use std::collections::BTreeSet;
+
 use async_trait::async_trait;
 use sqlx::PgConnection;
 use ward_core::listing::{ListQuery, Page};
@@ -200,6 +202,46 @@ fn approval_flag(event_uid: &str, a: &ImportApproval) -> FlagRecord {
         field: event_uid.into(),
         detail: a.detail.clone(),
     }
+}
+
+/// Rewrites the `feed_name_packages` rows of `touched` (ecosystem, name)
+/// pairs of one group from `feed_record_packages`, after this transaction
+/// changed the latter. Concurrent imports touching the same name take turns:
+/// each locks the names' rows (created empty if missing) in key order, then
+/// aggregates in a statement whose snapshot postdates the lock, so it sees
+/// every import that held the lock before it. The last to commit therefore
+/// wrote an aggregate of everything committed, its own rows included.
+async fn refresh_feed_names(c: &mut PgConnection, parent: &str, touched: &BTreeSet<(String, String)>) -> Result<()> {
+    if touched.is_empty() {
+        return Ok(());
+    }
+    let (ecosystems, names): (Vec<String>, Vec<String>) = touched.iter().cloned().unzip();
+    // Each statement takes the group and the (ecosystem, name) pairs.
+    for sql in [
+        "INSERT INTO feed_name_packages (parent_uid, ecosystem, name, entries) \
+         SELECT $1, k.e, k.n, '[]' FROM UNNEST($2::text[], $3::text[]) AS k(e, n) ORDER BY k.e, k.n \
+         ON CONFLICT DO NOTHING",
+        "SELECT 1 FROM feed_name_packages f JOIN UNNEST($2::text[], $3::text[]) AS k(e, n) \
+         ON f.ecosystem = k.e AND f.name = k.n WHERE f.parent_uid = $1 \
+         ORDER BY f.ecosystem, f.name FOR UPDATE OF f",
+        "UPDATE feed_name_packages f SET entries = a.entries FROM (\
+           SELECT k.e, k.n, COALESCE((SELECT json_agg(json_build_array(p.record_id, p.affected, p.digest, \
+             p.withdrawn, p.update_time) ORDER BY p.record_id)::text FROM feed_record_packages p \
+             WHERE p.parent_uid = $1 AND p.ecosystem = k.e AND p.name = k.n), '[]') AS entries \
+           FROM UNNEST($2::text[], $3::text[]) AS k(e, n)) a \
+         WHERE f.parent_uid = $1 AND f.ecosystem = a.e AND f.name = a.n",
+        "DELETE FROM feed_name_packages f USING UNNEST($2::text[], $3::text[]) AS k(e, n) \
+         WHERE f.parent_uid = $1 AND f.ecosystem = k.e AND f.name = k.n AND f.entries = '[]'",
+    ] {
+        sqlx::query(sql)
+            .bind(parent)
+            .bind(&ecosystems)
+            .bind(&names)
+            .execute(&mut *c)
+            .await
+            .map_err(|e| db_err("feed names", e))?;
+    }
+    Ok(())
 }
 
 /// Indexes a feed record's packages and aliases.
@@ -561,6 +603,8 @@ impl AdvisoryStore for PostgresStore {
             return Err(Error::not_found(GROUP_TYPE, parent_uid));
         }
         let mut out = Vec::with_capacity(records.len());
+        // The (ecosystem, name) pairs whose feed_name_packages row changes.
+        let mut touched: BTreeSet<(String, String)> = BTreeSet::new();
         for r in records {
             let stored: Option<(i64, String)> = sqlx::query_as(
                 "SELECT modified, digest FROM feed_records WHERE parent_uid = $1 AND id = $2 FOR UPDATE",
@@ -597,6 +641,7 @@ impl AdvisoryStore for PostgresStore {
                     .await
                     .map_err(|e| db_err("insert feed record", e))?;
                     feed_index(&mut tx, parent_uid, r, now_ms).await?;
+                    touched.extend(r.packages.iter().map(|p| (p.ecosystem.clone(), p.name.clone())));
                 }
                 FeedOutcome::Updated | FeedOutcome::Withdrawn => {
                     sqlx::query(
@@ -615,19 +660,29 @@ impl AdvisoryStore for PostgresStore {
                     .execute(&mut *tx)
                     .await
                     .map_err(|e| db_err("update feed record", e))?;
-                    for table in ["feed_record_packages", "feed_record_aliases"] {
-                        sqlx::query(&format!("DELETE FROM {table} WHERE parent_uid = $1 AND record_id = $2"))
-                            .bind(parent_uid)
-                            .bind(&r.id)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(|e| db_err("reindex feed record", e))?;
-                    }
+                    let before: Vec<(String, String)> = sqlx::query_as(
+                        "DELETE FROM feed_record_packages WHERE parent_uid = $1 AND record_id = $2 \
+                         RETURNING ecosystem, name",
+                    )
+                    .bind(parent_uid)
+                    .bind(&r.id)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(|e| db_err("reindex feed record", e))?;
+                    sqlx::query("DELETE FROM feed_record_aliases WHERE parent_uid = $1 AND record_id = $2")
+                        .bind(parent_uid)
+                        .bind(&r.id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| db_err("reindex feed record", e))?;
                     feed_index(&mut tx, parent_uid, r, now_ms).await?;
+                    touched.extend(before);
+                    touched.extend(r.packages.iter().map(|p| (p.ecosystem.clone(), p.name.clone())));
                 }
             }
             out.push(outcome);
         }
+        refresh_feed_names(&mut tx, parent_uid, &touched).await?;
         log_event(&mut tx, &emit.record(&out)).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))?;
         Ok(out)

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use sqlx::PgConnection;
-use ward_core::Result;
+use ward_core::{Error, Result};
 
 use super::PostgresStore;
 use crate::advisories::AdvisoryRecord;
@@ -596,13 +596,12 @@ impl VulnStore for PostgresStore {
     }
 
     async fn feed_candidates(&self, names: &[String], scopes: &[String]) -> Result<Vec<FeedCandidate>> {
+        // One row per (group, ecosystem, name): see migration 0019.
         let sql = format!(
-            "SELECT p.parent_uid, p.record_id, p.ecosystem, p.name, p.affected, p.digest, p.withdrawn, \
-                     p.update_time FROM feed_record_packages p WHERE p.name = ANY($1) AND {}",
-            within_sql("p.parent_uid", scopes.len(), 2, true)
+            "SELECT parent_uid, ecosystem, name, entries FROM feed_name_packages WHERE name = ANY($1) AND {}",
+            within_sql("parent_uid", scopes.len(), 2, true)
         );
-        let mut q =
-            sqlx::query_as::<_, (String, String, String, String, Option<String>, String, bool, i64)>(&sql).bind(names);
+        let mut q = sqlx::query_as::<_, (String, String, String, String)>(&sql).bind(names);
         for s in scopes {
             q = q.bind(s);
         }
@@ -610,19 +609,28 @@ impl VulnStore for PostgresStore {
             .fetch_all(&self.pool)
             .await
             .map_err(|e| db_err("feed candidates", e))?;
-        Ok(rows
-            .into_iter()
-            .map(|r| FeedCandidate {
-                parent_uid: r.0,
-                id: r.1,
-                ecosystem: r.2,
-                name: r.3,
-                affected: r.4,
-                digest: r.5,
-                withdrawn: r.6,
-                update_time: r.7,
-            })
-            .collect())
+        /// `[record_id, affected, digest, withdrawn, update_time]`.
+        type Entry = (String, Option<String>, String, bool, i64);
+        let mut out = Vec::new();
+        for (parent_uid, ecosystem, name, entries) in rows {
+            let entries: Vec<Entry> =
+                serde_json::from_str(&entries).map_err(|e| Error::internal(format_args!("feed candidates: {e}")))?;
+            out.extend(
+                entries
+                    .into_iter()
+                    .map(|(id, affected, digest, withdrawn, update_time)| FeedCandidate {
+                        parent_uid: parent_uid.clone(),
+                        id,
+                        ecosystem: ecosystem.clone(),
+                        name: name.clone(),
+                        affected,
+                        digest,
+                        withdrawn,
+                        update_time,
+                    }),
+            );
+        }
+        Ok(out)
     }
 
     async fn feed_bodies(&self, keys: &[(String, String)]) -> Result<Vec<(String, String, String)>> {
@@ -651,6 +659,15 @@ impl VulnStore for PostgresStore {
         q.fetch_all(&self.pool)
             .await
             .map_err(|e| db_err("advisories naming", e))
+    }
+
+    async fn tidy_feed_index(&self) -> Result<()> {
+        // VACUUM runs outside a transaction, on a connection of the pool.
+        sqlx::raw_sql("VACUUM (ANALYZE) feed_name_packages")
+            .execute(&self.pool)
+            .await
+            .map_err(|e| db_err("tidy the feed index", e))?;
+        Ok(())
     }
 
     async fn ids_aliased(&self, alias: &str) -> Result<Vec<(String, String)>> {

@@ -637,6 +637,10 @@ impl VulnStore for SqliteStore {
         .await
     }
 
+    async fn tidy_feed_index(&self) -> Result<()> {
+        Ok(())
+    }
+
     async fn ids_aliased(&self, alias: &str) -> Result<Vec<(String, String)>> {
         let alias = alias.to_owned();
         self.read("ids aliased", move |c| {

@@ -289,16 +289,18 @@ impl Ward {
                         .await?,
                 );
             }
-            self.on_advisories_changed(
-                parent.as_str(),
-                outcomes
-                    .iter()
-                    .zip(&records)
-                    .filter(|(o, _)| **o != FeedOutcome::Unchanged)
-                    .flat_map(|(_, r)| r.packages.iter().map(|p| p.name.clone()))
-                    .collect(),
-            )
-            .await;
+            let changed: Vec<String> = outcomes
+                .iter()
+                .zip(&records)
+                .filter(|(o, _)| **o != FeedOutcome::Unchanged)
+                .flat_map(|(_, r)| r.packages.iter().map(|p| p.name.clone()))
+                .collect();
+            if !changed.is_empty() {
+                // Once per run of imports: a queued tidy-up merges them.
+                self.enqueue(vec![(crate::services::vulns::TIDY.to_owned(), "feeds".to_owned())])
+                    .await;
+            }
+            self.on_advisories_changed(parent.as_str(), changed).await;
             for (o, r) in outcomes.into_iter().zip(&records) {
                 let outcome = match o {
                     FeedOutcome::Created => Outcome::Created,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use ward_core::Result;
 use ward_store::vulns::{JobEnd, JobRecord, Lane};
 
-use super::{BACKFILL, INVENTORY, REEVAL, REPORT, split_key};
+use super::{BACKFILL, INVENTORY, REEVAL, REPORT, TIDY, split_key};
 use crate::ward::Ward;
 
 /// How long a claim holds a job: longer than any one job may take.
@@ -101,6 +101,7 @@ async fn run(ward: &Arc<Ward>, job: &JobRecord) -> Result<()> {
             None => Ok(()),
         },
         BACKFILL => backfill(ward).await,
+        TIDY => ward.store.tidy_feed_index().await,
         other => {
             tracing::warn!(kind = other, "unknown background job kind; dropped");
             Ok(())

@@ -34,6 +34,8 @@ pub const INVENTORY: &str = "inventory";
 pub const REPORT: &str = "report";
 pub const REEVAL: &str = "reeval";
 pub const BACKFILL: &str = "backfill";
+/// After feed imports: [`ward_store::vulns::VulnStore::tidy_feed_index`].
+pub const TIDY: &str = "tidy";
 
 /// Default bound on what one layer decompresses to (`--max-layer-bytes`).
 pub const DEFAULT_MAX_LAYER_BYTES: u64 = 4 * 1024 * 1024 * 1024;

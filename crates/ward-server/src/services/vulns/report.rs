@@ -49,6 +49,7 @@ impl Ward {
                 let mut candidates = read
                     .await
                     .map_err(|e| Error::internal(format_args!("a candidates read failed: {e}")))??;
+                let read = t0.elapsed();
                 candidates.retain(|c| self.advisories_apply(&c.parent_uid, org));
                 let count = candidates.len();
                 // Every record consulted dates the report, applicable or not.
@@ -58,7 +59,7 @@ impl Ward {
                         applicable(&packages, &candidates).into_iter().cloned().collect()
                     })
                     .await?;
-                Ok::<_, Error>((count, consulted, keep))
+                Ok::<_, Error>((count, consulted, keep, read))
             }
         });
         // The team's decisions are read beside the candidates (a third
@@ -90,11 +91,12 @@ impl Ward {
         let (halves, decided) = futures_util::future::join(futures_util::future::join_all(halves), decided).await;
         let (decisions, t_advisories) = decided?;
         let mut keep: Vec<FeedCandidate> = Vec::new();
-        let (mut n_candidates, mut consulted) = (0, 0);
+        let (mut n_candidates, mut consulted, mut t_read) = (0, 0, std::time::Duration::ZERO);
         for half in halves {
-            let (count, time, kept) = half?;
+            let (count, time, kept, read) = half?;
             n_candidates += count;
             consulted = consulted.max(time);
+            t_read = t_read.max(read);
             keep.extend(kept);
         }
         // A record naming packages in both halves came twice.
@@ -157,6 +159,7 @@ impl Ward {
             candidates = n_candidates,
             kept = n_kept,
             parsed = n_parsed,
+            read_ms = t_read.as_millis() as u64,
             candidates_ms = t_candidates.as_millis() as u64,
             records_ms = t_records.as_millis() as u64,
             advisories_ms = t_advisories.as_millis() as u64,

@@ -1,0 +1,5 @@
+-- PostgreSQL's 0019 keeps a package name's feed rows together in one row
+-- (its heap puts each import's rows where they fall). SQLite needs no copy:
+-- its candidate read walks the (name) index and reads ~10 rows per name
+-- from pages that stay in its cache. Nothing to do; the number keeps the
+-- two backends' migration versions in step.
