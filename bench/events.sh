@@ -19,12 +19,13 @@
 #   bench/events.sh                 # SQLite (default)
 #   WARD_DATABASE=postgres://postgres@127.0.0.1:5432/wardbench_events bench/events.sh
 #
-# Needs wrk, nginx and python3. Environment: DURATION (default 10s),
+# Needs wrk, nginx and python3. Environment: DURATION (default 10s), ROUNDS (4),
 # BENCH_NO_BUILD (use the existing target/release/ward).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-10s}
+ROUNDS=${ROUNDS:-4}
 WARD_PORT=${WARD_PORT:-18091}
 SINK_PORT=${SINK_PORT:-18092}
 DEAD_PORT=${DEAD_PORT:-18093}
@@ -112,25 +113,40 @@ print(f"{rps:.0f} {p99:.2f} {errs.group(1) if errs else 0}")'
 status() { curl -sf -H "Authorization: Bearer $token" "$api/events/v1/deliveries/$1"; }
 
 read -r sink_rps sink_p99 _ < <(run -s "$work/post.lua" "http://127.0.0.1:$SINK_PORT/")
-read -r none_rps none_p99 none_err < <(run -H "Authorization: Bearer $token" -s "$work/create.lua" "$api/iam/v2/groups/$team")
-
-sub=$(curl -sf "${auth[@]}" -d "{\"sink\":\"http://127.0.0.1:$SINK_PORT/hook\"}" "$api/events/v2/subscriptions/$org" | json '["uid"]')
-sleep 1
-before=$(status "$sub" | json '.get("delivered", "0")')
-start=$(date +%s.%N)
-read -r live_rps live_p99 live_err < <(run -H "Authorization: Bearer $token" -s "$work/create.lua" "$api/iam/v2/groups/$team")
-# Drain: until nothing is pending.
-for _ in $(seq 1 600); do
-  st=$(status "$sub")
-  pending=$(echo "$st" | json '.get("pending", "0")')
-  [ "$pending" = "0" ] && break
-  sleep 0.2
+# Without and with a subscription over ROUNDS rounds, in turn first (ABBA:
+# every create makes the team larger and the machine drifts, and both land
+# on each side alike); the medians are compared.
+median() { tr ' ' '\n' | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+nones="" lives="" ratios="" delivered=0 drain_s=0
+without() {
+  read -r none_rps none_p99 none_err < <(run -H "Authorization: Bearer $token" -s "$work/create.lua" "$api/iam/v2/groups/$team")
+}
+with_sink() {
+  sub=$(curl -sf "${auth[@]}" -d "{\"sink\":\"http://127.0.0.1:$SINK_PORT/hook\"}" "$api/events/v2/subscriptions/$org" | json '["uid"]')
+  sleep 1
+  before=$(status "$sub" | json '.get("delivered", "0")')
+  start=$(date +%s.%N)
+  read -r live_rps live_p99 live_err < <(run -H "Authorization: Bearer $token" -s "$work/create.lua" "$api/iam/v2/groups/$team")
+  # Drain: until nothing is pending.
+  for _ in $(seq 1 600); do
+    st=$(status "$sub")
+    pending=$(echo "$st" | json '.get("pending", "0")')
+    [ "$pending" = "0" ] && break
+    sleep 0.2
+  done
+  end=$(date +%s.%N)
+  after=$(status "$sub" | json '.get("delivered", "0")')
+  delivered=$((delivered + after - before))
+  drain_s=$(python3 -c "print($drain_s + $end - $start)")
+  curl -sf -X DELETE -H "Authorization: Bearer $token" "$api/events/v2/subscriptions/$sub" >/dev/null
+}
+for round in $(seq 1 "$ROUNDS"); do
+  if [ $((round % 2)) = 1 ]; then without; with_sink; else with_sink; without; fi
+  echo "round $round: no subscription $none_rps/s, one subscription $live_rps/s" >&2
+  nones+=" $none_rps" lives+=" $live_rps" ratios+=" $(python3 -c "print(f'{$live_rps/$none_rps:.2f}')")"
 done
-end=$(date +%s.%N)
-after=$(status "$sub" | json '.get("delivered", "0")')
-delivered=$((after - before))
-drain_rate=$(python3 -c "print(f'{$delivered/($end-$start):.0f}')")
-curl -sf -X DELETE -H "Authorization: Bearer $token" "$api/events/v2/subscriptions/$sub" >/dev/null
+none_rps=$(echo $nones | median) live_rps=$(echo $lives | median)
+drain_rate=$(python3 -c "print(f'{$delivered/$drain_s:.0f}')")
 
 # Latency percentiles (ms) of a sink's access log: nginx's time of taking
 # each delivery minus the event's time (Ce-Time).
@@ -195,11 +211,12 @@ backend=${WARD_DATABASE:+postgres}
 printf '\nWard events benchmark (%s; wrk -t2 -c16 -d%s; %s cores)\n\n' "${backend:-sqlite}" "$DURATION" "$(nproc)"
 printf '%-58s %10s %9s %7s\n' scenario 'req/s' 'p99 ms' 'non-2xx'
 printf '%-58s %10s %9s %7s\n' 'nginx taking a POST (the sink'"'"'s ceiling)' "$sink_rps" "$sink_p99" 0
-printf '%-58s %10s %9s %7s\n' 'create a group, no subscription' "$none_rps" "$none_p99" "$none_err"
-printf '%-58s %10s %9s %7s\n' 'create a group, one subscription (nginx sink)' "$live_rps" "$live_p99" "$live_err"
+printf '%-58s %10s %9s %7s\n' "create a group, no subscription (median of $ROUNDS)" "$none_rps" "$none_p99" "$none_err"
+printf '%-58s %10s %9s %7s\n' "create a group, one subscription (nginx sink; median)" "$live_rps" "$live_p99" "$live_err"
 printf '%-58s %10s %9s %7s\n' 'create a group, one subscription (dead sink)' "$dead_rps" "$dead_p99" "$dead_err"
-printf '\n%s deliveries, the last delivered %.1f s after the writes began: %s deliveries/s\n' \
-  "$delivered" "$(python3 -c "print($end-$start)")" "$drain_rate"
+printf 'per round: no subscription%s; one subscription%s; ratios%s\n' "$nones" "$lives" "$ratios"
+printf '\n%s deliveries over the rounds, the last of each delivered %.1f s after its writes began (summed): %s deliveries/s\n' \
+  "$delivered" "$drain_s" "$drain_rate"
 printf 'latency, event to sink, under the 16-writer load: p50 %s ms, p99 %s ms\n' "$load_p50" "$load_p99"
 printf 'latency, event to sink, one writer (%s events): p50 %s ms, p99 %s ms\n' "$lat_n" "$lat_p50" "$lat_p99"
 printf 'dead sink: %s deliveries pending after the run (bound 10,000); server RSS %s MB\n' "$dead_pending" "$rss"
