@@ -318,9 +318,14 @@ struct Sink {
 }
 
 impl Sinks {
+    /// The sinks' state (a panic while it was held leaves it as it was).
+    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Sink>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Takes a slot for a delivery to `sub`, or says until when to defer it.
     fn enter(&self, sub: &str, now: i64) -> Result<(), i64> {
-        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.map();
         let s = map.entry(sub.to_owned()).or_default();
         if s.paused_until > now {
             return Err(s.paused_until);
@@ -335,7 +340,7 @@ impl Sinks {
     /// A place among `sub`'s waiting deliveries, if it is busy (not backing
     /// off) and has one free.
     fn park(&self, sub: &str, now: i64) -> Option<Arc<tokio::sync::Notify>> {
-        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.map();
         let s = map.get_mut(sub)?;
         if s.paused_until > now || s.waiting >= WAITING || s.took_ms > FAST_MS {
             return None;
@@ -366,7 +371,7 @@ impl Sinks {
                 break Err(now + BUSY_WAIT_MS);
             }
         };
-        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.map();
         if let Some(s) = map.get_mut(sub) {
             s.waiting = s.waiting.saturating_sub(1);
         }
@@ -381,7 +386,7 @@ impl Sinks {
     /// failure counts as another: the deliveries in flight when a sink goes
     /// down fail together, and are one failure, not 32.
     fn leave(&self, sub: &str, down: Option<i64>, now: i64, started: i64) -> Option<i64> {
-        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.map();
         let s = map.get_mut(sub)?;
         s.in_flight = s.in_flight.saturating_sub(1);
         s.took_ms = (s.took_ms * 7 + (now - started).max(0)) / 8;
