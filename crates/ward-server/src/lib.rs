@@ -278,7 +278,8 @@ pub async fn start(
     }
     let worker = services::vulns::jobs::spawn(ward.clone());
     // Event deliveries (their own lane of the same queue).
-    let deliverer = services::events::delivery::spawn(ward.clone());
+    let deliverer =
+        services::events::delivery::spawn(ward.clone(), services::events::delivery::owner(&config.data_dir));
     let pull_writer = services::events::registry::spawn_pull_writer(ward.clone());
     // Other replicas' access changes (PostgreSQL).
     let changes = replicas::spawn(ward.clone())

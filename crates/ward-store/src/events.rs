@@ -118,13 +118,59 @@ pub const DELIVER: &str = "deliver";
 /// Most subscriptions one group may hold.
 pub const MAX_SUBSCRIPTIONS_PER_GROUP: i64 = 16;
 
-/// Most deliveries queued for one subscription at once: the outbox's bound.
-/// Past it, a new event is not queued for that subscription (it stays in
-/// the event log, and the subscription's status shows the backlog at the
-/// bound), so a dead sink cannot grow the queue without limit. The bound is
-/// checked by the deliverers every second ([`EventStore::refresh_backlogs`]),
-/// not on every write, so a burst may pass it by a second's writes.
+/// Most events one subscription's tail holds back: the outbox's bound. A
+/// subscription further behind (a sink dead for a while) skips its oldest
+/// events beyond it (they stay in the event log, the audit trail), so a
+/// dead sink costs nothing but its place in the log, and one that comes back
+/// receives at most this many old events. The tail's reader checks the bound
+/// every second, so a burst may pass it by a second's writes.
 pub const MAX_PENDING_PER_SUBSCRIPTION: i64 = 10_000;
+
+/// A place in the event log, in the order deliveries read it:
+/// (transaction id, seq). On SQLite, whose one writer commits events in
+/// `seq` order, the transaction id is always 0; on PostgreSQL, where
+/// transactions commit out of `seq` order, a tail reads only events of
+/// transactions older than every one still running.
+pub type Position = (i64, i64);
+
+/// A subscription whose tail a server holds (a lease, renewed while it
+/// runs), and the position its deliveries reached.
+#[derive(Clone, Debug)]
+pub struct Tail {
+    pub subscription: SubscriptionRecord,
+    pub position: Position,
+}
+
+/// The organization (root group) of a group: a tail reads its events.
+pub fn root_of(group_uid: &str) -> &str {
+    group_uid.split('/').next().unwrap_or_default()
+}
+
+/// What one tail's batch of deliveries did, written at once: the tail
+/// moves to `position`, the sink took `delivered` of them (the latest at
+/// `last_success`), `retries` go to the queue, `failed` gave up.
+#[derive(Clone, Debug, Default)]
+pub struct TailMove {
+    pub subscription: String,
+    pub position: Position,
+    pub delivered: i64,
+    pub last_success: i64,
+    pub retries: Vec<QueuedDelivery>,
+    pub failed: Vec<FailedDeliveryRecord>,
+}
+
+/// A delivery handed from a tail to the retry queue.
+#[derive(Clone, Debug)]
+pub struct QueuedDelivery {
+    pub event_id: String,
+    /// When it is due.
+    pub run_after: i64,
+    /// Attempts made (0: deferred before its first, the sink backing off).
+    pub attempts: i64,
+    pub error: String,
+    /// The event's time: the give-up time counts from it.
+    pub event_time: i64,
+}
 
 /// The job key of `event`'s delivery to `subscription`.
 pub fn delivery_key(subscription: &str, event: &str) -> String {
@@ -212,8 +258,8 @@ pub trait EventStore {
     /// Events matching `q`, newest first, at most `q.limit`.
     async fn list_events(&self, q: &EventQuery) -> Result<Vec<EventRecord>>;
     /// Appends events that record no change of their own (registry pulls,
-    /// refused pushes), in one transaction; their deliveries queue as any
-    /// event's do.
+    /// refused pushes), in one transaction; they are delivered as any
+    /// event is.
     async fn append_events(&self, events: &[EventRecord]) -> Result<()>;
     /// The event with this CloudEvent id.
     async fn get_logged_event(&self, id: &str) -> Result<Option<EventRecord>>;
@@ -238,14 +284,28 @@ pub trait EventStore {
     /// `finish_job` with `Done` does), and each subscription counts them and
     /// its last success. What one delivery's three writes were, for a batch.
     async fn finish_deliveries(&self, done: &[Delivered]) -> Result<()>;
-    /// Deliveries of `subscription` queued or being retried (counted up to
-    /// [`MAX_PENDING_PER_SUBSCRIPTION`]), and those that gave up, newest
-    /// first, at most `limit`.
+    /// Deliveries of `subscription` not yet made: the customer events of its
+    /// organization after its tail, and its queued retries (counted up to
+    /// [`MAX_PENDING_PER_SUBSCRIPTION`] each); and those that gave up,
+    /// newest first, at most `limit`.
     async fn deliveries(&self, subscription: &str, limit: u32) -> Result<(i64, Vec<FailedDeliveryRecord>)>;
-    /// Marks each subscription whose queued deliveries reached
-    /// [`MAX_PENDING_PER_SUBSCRIPTION`] as backlogged (new events skip it),
-    /// and clears the mark of those below it.
-    async fn refresh_backlogs(&self) -> Result<()>;
+    /// Leases to `owner` until `now + lease_ms` the tails that are free
+    /// (their lease expired) or already its own, at most `limit`; returns
+    /// every tail it now holds.
+    async fn claim_tails(&self, owner: &str, now: i64, lease_ms: i64, limit: u32) -> Result<Vec<Tail>>;
+    /// Whether any tail is free (a new subscription's, or one whose
+    /// server's lease lapsed): a read, so servers look often.
+    async fn free_tails(&self, now: i64) -> Result<bool>;
+    /// The customer events of organization `root` after `after`, in order,
+    /// at most `limit`, each with its position (the caller keeps those of
+    /// its subscription's group).
+    async fn read_tail(&self, root: &str, after: Position, limit: u32) -> Result<Vec<(Position, EventRecord)>>;
+    /// Where a tail at `after` skips to when more than `bound` customer
+    /// events of `root` follow it (leaving `bound`), or `None`.
+    async fn trim_tail(&self, root: &str, after: Position, bound: i64) -> Result<Option<Position>>;
+    /// Writes tails' batches in one transaction, each only if `owner`
+    /// still holds its tail (otherwise another server delivers them again).
+    async fn advance_tails(&self, owner: &str, moves: &[TailMove]) -> Result<()>;
     /// Moves the queued deliveries of `subscription` that would run before
     /// `until` to `until` (its sink is backing off); returns how many. Those
     /// queued before `expired.queued_before` would only run past their give-up
@@ -258,21 +318,13 @@ pub trait EventStore {
     async fn retry_deliveries(&self, subscription: &str, event_id: Option<&str>, now_ms: i64) -> Result<u64>;
 }
 
-/// The groups whose subscriptions receive an event of `group`: the group
-/// and each of its ancestors.
-pub(crate) fn receiving_groups(group: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut end = 0;
-    for (i, ch) in group.char_indices() {
-        if ch == '/' {
-            out.push(group[..i].to_owned());
-        }
-        end = i + ch.len_utf8();
-    }
-    if end > 0 {
-        out.push(group.to_owned());
-    }
-    out
+/// Whether a subscription under `parent` receives an event of `group`:
+/// the group itself or one below it.
+pub fn receives(parent: &str, group: &str) -> bool {
+    group
+        .strip_prefix(parent)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        && !parent.is_empty()
 }
 
 /// The event log's columns, in [`EventRecord`]'s order.
@@ -339,8 +391,14 @@ mod tests {
 
     #[test]
     fn an_event_reaches_its_group_and_every_ancestor() {
-        assert_eq!(receiving_groups("a/b/c"), vec!["a", "a/b", "a/b/c"]);
-        assert_eq!(receiving_groups("a"), vec!["a"]);
-        assert!(receiving_groups("").is_empty());
+        for parent in ["a", "a/b", "a/b/c"] {
+            assert!(receives(parent, "a/b/c"), "{parent}");
+        }
+        for parent in ["a/b/c/d", "a/bb", "a/b/cc", "b", ""] {
+            assert!(!receives(parent, "a/b/c"), "{parent}");
+        }
+        assert!(!receives("a/b", "a/bc"));
+        assert_eq!(root_of("a/b/c"), "a");
+        assert_eq!(root_of("a"), "a");
     }
 }

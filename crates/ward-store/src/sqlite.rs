@@ -66,6 +66,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0017_events.sql"),
     include_str!("../migrations/sqlite/0018_subscriptions.sql"),
     include_str!("../migrations/sqlite/0019_feed_name_packages.sql"),
+    include_str!("../migrations/sqlite/0020_subscription_tails.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \

@@ -350,9 +350,29 @@ fn subscription(parent: &Uidp, sink: &str) -> ward_store::events::SubscriptionRe
     }
 }
 
+/// A tail's events, as soon as the transactions before them are over (on
+/// PostgreSQL another test's transaction may still be running).
+async fn read_tail(
+    s: &std::sync::Arc<dyn ward_store::Store>,
+    root: &str,
+    after: ward_store::events::Position,
+) -> Vec<(ward_store::events::Position, EventRecord)> {
+    for _ in 0..100 {
+        let read = s.read_tail(root, after, 10).await.unwrap();
+        if !read.is_empty() {
+            return read;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Vec::new()
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn customer_events_queue_deliveries_for_the_subscriptions_at_or_above_their_group() {
-    use ward_store::events::{Attempt, Expired, FailedDeliveryRecord, INTERNAL, MAX_SUBSCRIPTIONS_PER_GROUP};
+async fn customer_events_reach_the_subscriptions_at_or_above_their_group() {
+    use ward_store::events::{
+        Attempt, Expired, FailedDeliveryRecord, INTERNAL, MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP,
+        QueuedDelivery, TailMove, root_of,
+    };
     use ward_store::vulns::{JobEnd, Lane};
     for b in testing::stores().await {
         let s = &b.store;
@@ -375,6 +395,51 @@ async fn customer_events_queue_deliveries_for_the_subscriptions_at_or_above_thei
         s.append_events(&[event, internal]).await.unwrap();
         assert_eq!(s.deliveries(&at_org.uid, 10).await.unwrap().0, 1, "{name}");
         assert_eq!(s.deliveries(&at_other.uid, 10).await.unwrap().0, 0, "{name}");
+
+        // Tails: one server leases them; the organization's reads the team
+        // event (not the internal one) from its organization's log.
+        let tails = s.claim_tails("me", 100, 1000, 10).await.unwrap();
+        assert_eq!(tails.len(), 2, "{name}");
+        assert!(
+            s.claim_tails("other", 200, 1000, 10).await.unwrap().is_empty(),
+            "{name}: leased"
+        );
+        let tail = tails.iter().find(|t| t.subscription.uid == at_org.uid).unwrap();
+        let read = read_tail(s, root_of(org.as_str()), tail.position).await;
+        let read_ids: Vec<&str> = read.iter().map(|(_, e)| e.id.as_str()).collect();
+        assert_eq!(read_ids, ["ev-team"], "{name}");
+        // Another server cannot move it; its holder moves it past the event
+        // and hands a failed first attempt to the retry queue, at once.
+        let retry = QueuedDelivery {
+            event_id: "ev-team".into(),
+            run_after: 50,
+            attempts: 1,
+            error: "503".into(),
+            event_time: 10,
+        };
+        let moved = |retries: Vec<QueuedDelivery>| TailMove {
+            subscription: at_org.uid.clone(),
+            position: read[0].0,
+            retries,
+            ..TailMove::default()
+        };
+        s.advance_tails("other", &[moved(vec![retry.clone()])]).await.unwrap();
+        assert_eq!(s.deliveries(&at_org.uid, 10).await.unwrap().0, 1, "{name}: not moved");
+        s.advance_tails("me", &[moved(vec![retry])]).await.unwrap();
+        let again = s.claim_tails("me", 300, 1000, 10).await.unwrap();
+        let tail = again.iter().find(|t| t.subscription.uid == at_org.uid).unwrap();
+        assert_eq!(tail.position, read[0].0, "{name}");
+        assert!(
+            s.read_tail(root_of(org.as_str()), tail.position, 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{name}"
+        );
+        // Its lease lapsed, another server takes the tail where it was.
+        let taken = s.claim_tails("other", 5_000, 1000, 10).await.unwrap();
+        assert_eq!(taken.len(), 2, "{name}");
+        assert!(taken.iter().any(|t| t.position == read[0].0), "{name}");
         let jobs = s.claim_jobs(Lane::Deliveries, 100, 1000, 10).await.unwrap();
         let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
         assert_eq!(keys, [format!("{}|ev-team", at_org.uid)], "{name}");
@@ -470,21 +535,59 @@ async fn customer_events_queue_deliveries_for_the_subscriptions_at_or_above_thei
             Err(Error::NotFound { .. })
         ));
 
-        // The outbox's bound: a full queue takes no more.
+        // The outbox's bound: a tail further behind skips its oldest events.
         let full = subscription(&org, "https://full.example/");
         s.create_subscription(&full, testing::emit()).await.unwrap();
-        let flood: Vec<EventRecord> = (0..ward_store::events::MAX_PENDING_PER_SUBSCRIPTION)
+        let flood: Vec<EventRecord> = (0..MAX_PENDING_PER_SUBSCRIPTION)
             .map(|i| head(&format!("flood-{i}"), "t", &team, "a", 20))
             .collect();
         s.append_events(&flood).await.unwrap();
-        s.refresh_backlogs().await.unwrap();
+        let tails = s.claim_tails("me", 10_000, 1000, 100).await.unwrap();
+        let tail = tails.iter().find(|t| t.subscription.uid == full.uid).unwrap();
+        let root = root_of(org.as_str());
+        assert_eq!(
+            s.trim_tail(root, tail.position, MAX_PENDING_PER_SUBSCRIPTION)
+                .await
+                .unwrap(),
+            None,
+            "{name}: at the bound"
+        );
         s.append_events(&[head("one-more", "t", &team, "a", 21)]).await.unwrap();
         let (pending, _) = s.deliveries(&full.uid, 10).await.unwrap();
-        assert_eq!(pending, ward_store::events::MAX_PENDING_PER_SUBSCRIPTION, "{name}");
+        assert_eq!(pending, MAX_PENDING_PER_SUBSCRIPTION, "{name}: counted up to the bound");
+        let skip = s
+            .trim_tail(root, tail.position, MAX_PENDING_PER_SUBSCRIPTION)
+            .await
+            .unwrap()
+            .expect("past the bound");
+        let next = read_tail(s, root, skip).await;
+        assert_eq!(next[0].1.id, "flood-1", "{name}: the oldest is skipped");
+        assert_eq!(
+            s.trim_tail(root, skip, MAX_PENDING_PER_SUBSCRIPTION).await.unwrap(),
+            None,
+            "{name}"
+        );
+        // Retries queued from the tail, then the sink stays down.
+        let retries = (0..10)
+            .map(|i| QueuedDelivery {
+                event_id: format!("flood-{i}"),
+                run_after: 30,
+                attempts: 1,
+                error: "down".into(),
+                event_time: 20,
+            })
+            .collect();
+        let moved = TailMove {
+            subscription: full.uid.clone(),
+            position: skip,
+            retries,
+            ..TailMove::default()
+        };
+        s.advance_tails("me", &[moved]).await.unwrap();
         assert_eq!(
             s.defer_deliveries(&full.uid, 1_000_000, &none_expired).await.unwrap(),
-            ward_store::events::MAX_PENDING_PER_SUBSCRIPTION as u64,
-            "{name}: the one more was not queued"
+            10,
+            "{name}"
         );
         // A sink dead past the give-up time: its whole backlog fails at once,
         // kept with the sink's last failure, and nothing is left to defer.
@@ -499,8 +602,10 @@ async fn customer_events_queue_deliveries_for_the_subscriptions_at_or_above_thei
             0,
             "{name}"
         );
+        // (The tail's events wait for their first attempt, or their own
+        // give-up when the tail's reader reaches them.)
         let (pending, kept) = s.deliveries(&full.uid, 10).await.unwrap();
-        assert_eq!((pending, kept.len()), (0, 10), "{name}");
+        assert_eq!((pending, kept.len()), (MAX_PENDING_PER_SUBSCRIPTION, 10), "{name}");
         assert!(
             kept.iter()
                 .all(|f| f.status == 503 && f.error == "down" && f.event_type == "t" && f.time == 2_000_000),

@@ -524,6 +524,40 @@ async fn the_cli_manages_subscriptions_and_reads_the_trail() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_server_takes_its_tails_back_at_once() {
+    for mut s in dev_servers().await {
+        let b = s.backend;
+        let Some(mut rx) = Receiver::start("").await else {
+            return;
+        };
+        let org = common::uid(&s.create_group(None, "restarted").await);
+        let (st, sub) = s
+            .post(&format!("/events/v2/subscriptions/{org}"), json!({"sink": rx.url}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {sub}");
+        assert_eq!(
+            rx.next().await["headers"]["ce-type"],
+            "dev.chainguard.api.events.subscription.created.v1",
+            "[{b}]"
+        );
+        // The subscription's tail is leased to this server for 30 s. The
+        // server comes back under the same name (kept in its data
+        // directory), so a write after the restart is delivered at once,
+        // not once the old lease has run out.
+        s.restart().await;
+        let _ = s.create_group(Some(&org), "after").await;
+        let d = rx
+            .next_within(Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("[{b}] delivered after the restart"));
+        assert_eq!(
+            d["headers"]["ce-type"], "dev.chainguard.api.iam.group.created.v1",
+            "[{b}]"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn two_replicas_deliver_each_event_exactly_once() {
     for s in dev_servers().await {
         // Replicas share a PostgreSQL database; SQLite is one server's.

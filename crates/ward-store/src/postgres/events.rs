@@ -8,9 +8,10 @@ use ward_core::{Error, Result};
 
 use super::{PostgresStore, lock};
 use crate::events::{
-    Attempt, CUSTOMER, DELIVER, Delivered, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, Expired,
-    FailedDeliveryRecord, MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP, QueryValue, SUBSCRIPTION_COLUMNS,
-    SUBSCRIPTION_TYPE, SubscriptionRecord, delivered_per_subscription, query_sql, receiving_groups,
+    Attempt, DELIVER, Delivered, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, Expired,
+    FailedDeliveryRecord, MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP, Position, QueryValue,
+    SUBSCRIPTION_COLUMNS, SUBSCRIPTION_TYPE, SubscriptionRecord, Tail, TailMove, delivered_per_subscription, query_sql,
+    root_of,
 };
 use crate::{GROUP_TYPE, db_err};
 
@@ -26,13 +27,14 @@ fn deliveries_of(sub: &str) -> String {
 /// A failed delivery's columns, in [`FailedDeliveryRecord`]'s order.
 const FAILED_COLUMNS: &str = "subscription_uid, event_id, event_type, attempts, status, error, time";
 
-/// Appends `e` to the log, inside the caller's transaction, and queues its
-/// delivery to every subscription at or above its group (a customer event
-/// only; a subscription with a full backlog is skipped).
+/// Appends `e` to the log, inside the caller's transaction (its `txid`
+/// is the transaction's). Its deliveries read it from there (each
+/// subscription's tail): a write with subscriptions writes what one
+/// without does.
 pub(crate) async fn insert_event(c: &mut PgConnection, e: &EventRecord) -> Result<()> {
     sqlx::query(
-        "INSERT INTO events (id, type, subject, group_uid, actor, act, body, audience, time) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        "INSERT INTO events (id, type, subject, group_uid, actor, act, body, audience, time, root) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(&e.id)
     .bind(&e.event_type)
@@ -43,25 +45,55 @@ pub(crate) async fn insert_event(c: &mut PgConnection, e: &EventRecord) -> Resul
     .bind(&e.body)
     .bind(&e.audience)
     .bind(e.time)
+    .bind(root_of(&e.group_uid))
     .execute(&mut *c)
     .await
     .map_err(|e| db_err("insert event", e))?;
-    if e.audience == CUSTOMER {
-        sqlx::query(
-            "INSERT INTO jobs (kind, key, run_after, create_time) \
-             SELECT $1, s.uid || '|' || $2, $3, $3 FROM subscriptions s \
-             WHERE s.parent_uid = ANY($4) AND s.backlogged = 0 \
-             ON CONFLICT (kind, key) DO NOTHING",
-        )
-        .bind(DELIVER)
-        .bind(&e.id)
-        .bind(e.time)
-        .bind(receiving_groups(&e.group_uid))
-        .execute(&mut *c)
-        .await
-        .map_err(|e| db_err("queue deliveries", e))?;
-    }
     Ok(())
+}
+
+/// Keeps a delivery that gave up, while its subscription exists (a delete
+/// meanwhile took its deliveries with it).
+async fn keep_failed(c: &mut PgConnection, f: &FailedDeliveryRecord) -> Result<()> {
+    sqlx::query(&format!(
+        "INSERT INTO failed_deliveries ({FAILED_COLUMNS}) \
+         SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM subscriptions WHERE uid = $1) \
+         ON CONFLICT (subscription_uid, event_id) DO UPDATE SET attempts = EXCLUDED.attempts, \
+         status = EXCLUDED.status, error = EXCLUDED.error, time = EXCLUDED.time"
+    ))
+    .bind(&f.subscription_uid)
+    .bind(&f.event_id)
+    .bind(&f.event_type)
+    .bind(f.attempts)
+    .bind(f.status)
+    .bind(&f.error)
+    .bind(f.time)
+    .execute(&mut *c)
+    .await
+    .map_err(|e| db_err("record failed delivery", e))?;
+    Ok(())
+}
+
+/// The position before every event a transaction still running may yet
+/// commit: a tail reads only events of transactions older than the
+/// snapshot's oldest running one.
+const HORIZON: &str = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
+
+/// An event read from a tail, with its transaction's id.
+#[derive(sqlx::FromRow)]
+struct TailRow {
+    txid: i64,
+    #[sqlx(flatten)]
+    event: EventRecord,
+}
+
+/// A tail as claimed.
+#[derive(sqlx::FromRow)]
+struct ClaimedTail {
+    #[sqlx(flatten)]
+    subscription: SubscriptionRecord,
+    tail_txid: i64,
+    tail_seq: i64,
 }
 
 #[async_trait]
@@ -163,14 +195,20 @@ impl EventStore for PostgresStore {
         if held >= MAX_SUBSCRIPTIONS_PER_GROUP {
             return Err(crate::events::too_many_subscriptions(&s.parent_uid));
         }
-        sqlx::query("INSERT INTO subscriptions (uid, parent_uid, sink, create_time) VALUES ($1, $2, $3, $4)")
-            .bind(&s.uid)
-            .bind(&s.parent_uid)
-            .bind(&s.sink)
-            .bind(s.create_time)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| db_err("create subscription", e))?;
+        // It receives the events of transactions that began after this one
+        // (and this one's own event): every transaction that committed
+        // before it has a smaller id.
+        sqlx::query(
+            "INSERT INTO subscriptions (uid, parent_uid, sink, create_time, tail_txid) \
+             VALUES ($1, $2, $3, $4, pg_current_xact_id()::text::bigint)",
+        )
+        .bind(&s.uid)
+        .bind(&s.parent_uid)
+        .bind(&s.sink)
+        .bind(s.create_time)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_err("create subscription", e))?;
         insert_event(&mut tx, &emit.record(&())).await?;
         tx.commit().await.map_err(|e| db_err("commit", e))
     }
@@ -239,22 +277,7 @@ impl EventStore for PostgresStore {
                 .await
                 .map_err(|e| db_err("record delivery", e))?;
                 if let Some(f) = gave_up {
-                    sqlx::query(&format!(
-                        "INSERT INTO failed_deliveries ({FAILED_COLUMNS}) \
-                         SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM subscriptions WHERE uid = $1) \
-                         ON CONFLICT (subscription_uid, event_id) DO UPDATE SET attempts = EXCLUDED.attempts, \
-                         status = EXCLUDED.status, error = EXCLUDED.error, time = EXCLUDED.time"
-                    ))
-                    .bind(&f.subscription_uid)
-                    .bind(&f.event_id)
-                    .bind(&f.event_type)
-                    .bind(f.attempts)
-                    .bind(f.status)
-                    .bind(&f.error)
-                    .bind(f.time)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| db_err("record failed delivery", e))?;
+                    keep_failed(&mut tx, &f).await?;
                 }
                 tx.commit().await.map_err(|e| db_err("commit", e))?;
             }
@@ -272,7 +295,20 @@ impl EventStore for PostgresStore {
         .bind(MAX_PENDING_PER_SUBSCRIPTION)
         .fetch_one(read.conn())
         .await;
-        let (pending,): (i64,) = read.done(r).map_err(|e| db_err("count deliveries", e))?;
+        let (queued,): (i64,) = read.done(r).map_err(|e| db_err("count deliveries", e))?;
+        let r = sqlx::query_as(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM subscriptions s JOIN events e \
+             ON e.root = split_part(s.parent_uid, '/', 1) AND e.audience = 'customer' \
+             AND (e.txid, e.seq) > (s.tail_txid, s.tail_seq) \
+             WHERE s.uid = $1 AND (e.group_uid = s.parent_uid OR e.group_uid LIKE s.parent_uid || '/%') \
+             LIMIT $2) behind",
+        )
+        .bind(subscription)
+        .bind(MAX_PENDING_PER_SUBSCRIPTION)
+        .fetch_one(read.conn())
+        .await;
+        let (behind,): (i64,) = read.done(r).map_err(|e| db_err("count deliveries", e))?;
+        let pending = queued + behind;
         let r = sqlx::query_as(&format!(
             "SELECT {FAILED_COLUMNS} FROM failed_deliveries WHERE subscription_uid = $1 \
              ORDER BY time DESC, event_id LIMIT $2"
@@ -285,20 +321,123 @@ impl EventStore for PostgresStore {
         Ok((pending, failed))
     }
 
-    async fn refresh_backlogs(&self) -> Result<()> {
-        sqlx::query(&format!(
-            "UPDATE subscriptions s SET backlogged = b.full FROM \
-             (SELECT s2.uid, CASE WHEN (SELECT COUNT(*) FROM (SELECT 1 FROM jobs j WHERE j.{} LIMIT $1) x) >= $1 \
-              THEN 1 ELSE 0 END AS full \
-              FROM subscriptions s2) b \
-             WHERE b.uid = s.uid AND s.backlogged != b.full",
-            deliveries_of("s2.uid")
+    async fn claim_tails(&self, owner: &str, now: i64, lease_ms: i64, limit: u32) -> Result<Vec<Tail>> {
+        // Its own tails are renewed (waiting for a row its own batch is
+        // moving: skipping it would read as losing the tail); free ones are
+        // taken with SKIP LOCKED (one another replica is claiming is its).
+        let mut rows: Vec<ClaimedTail> = sqlx::query_as(&format!(
+            "UPDATE subscriptions SET tail_until = $2 WHERE tail_owner = $1 \
+             RETURNING {SUBSCRIPTION_COLUMNS}, tail_txid, tail_seq"
         ))
-        .bind(MAX_PENDING_PER_SUBSCRIPTION)
-        .execute(&self.pool)
+        .bind(owner)
+        .bind(now + lease_ms)
+        .fetch_all(&self.pool)
         .await
-        .map_err(|e| db_err("refresh backlogs", e))?;
-        Ok(())
+        .map_err(|e| db_err("renew tails", e))?;
+        let room = i64::from(limit) - rows.len() as i64;
+        if room > 0 {
+            let free: Vec<ClaimedTail> = sqlx::query_as(&format!(
+                "UPDATE subscriptions s SET tail_owner = $1, tail_until = $2 FROM \
+                 (SELECT uid AS claimed FROM subscriptions WHERE tail_until < $3 AND tail_owner <> $1 \
+                  ORDER BY uid LIMIT $4 FOR UPDATE SKIP LOCKED) c \
+                 WHERE s.uid = c.claimed RETURNING {SUBSCRIPTION_COLUMNS}, tail_txid, tail_seq"
+            ))
+            .bind(owner)
+            .bind(now + lease_ms)
+            .bind(now)
+            .bind(room)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| db_err("claim tails", e))?;
+            rows.extend(free);
+        }
+        Ok(rows
+            .into_iter()
+            .map(|r| Tail {
+                subscription: r.subscription,
+                position: (r.tail_txid, r.tail_seq),
+            })
+            .collect())
+    }
+
+    async fn free_tails(&self, now: i64) -> Result<bool> {
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM subscriptions WHERE tail_until < $1)")
+            .bind(now)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| db_err("free tails", e))
+    }
+
+    async fn read_tail(&self, root: &str, after: Position, limit: u32) -> Result<Vec<(Position, EventRecord)>> {
+        // On the primary: its snapshot says which transactions are done.
+        let rows: Vec<TailRow> = sqlx::query_as(&format!(
+            "SELECT txid, {EVENT_COLUMNS} FROM events WHERE root = $1 AND audience = 'customer' \
+             AND (txid, seq) > ($2, $3) AND txid < {HORIZON} ORDER BY txid, seq LIMIT $4"
+        ))
+        .bind(root)
+        .bind(after.0)
+        .bind(after.1)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("read tail", e))?;
+        Ok(rows.into_iter().map(|r| ((r.txid, r.event.seq), r.event)).collect())
+    }
+
+    async fn trim_tail(&self, root: &str, after: Position, bound: i64) -> Result<Option<Position>> {
+        sqlx::query_as(
+            "SELECT txid, seq FROM events WHERE root = $1 AND audience = 'customer' AND (txid, seq) > ($2, $3) \
+             ORDER BY txid DESC, seq DESC LIMIT 1 OFFSET $4",
+        )
+        .bind(root)
+        .bind(after.0)
+        .bind(after.1)
+        .bind(bound)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| db_err("trim tail", e))
+    }
+
+    async fn advance_tails(&self, owner: &str, moves: &[TailMove]) -> Result<()> {
+        let e = |e| db_err("advance tails", e);
+        let mut tx = self.begin().await?;
+        for m in moves {
+            let held = sqlx::query(
+                "UPDATE subscriptions SET tail_txid = $2, tail_seq = $3, delivered = delivered + $4, \
+                 last_success_time = GREATEST(last_success_time, $5) WHERE uid = $1 AND tail_owner = $6",
+            )
+            .bind(&m.subscription)
+            .bind(m.position.0)
+            .bind(m.position.1)
+            .bind(m.delivered)
+            .bind(m.last_success)
+            .bind(owner)
+            .execute(&mut *tx)
+            .await
+            .map_err(e)?;
+            if held.rows_affected() == 0 {
+                continue;
+            }
+            for q in &m.retries {
+                sqlx::query(
+                    "INSERT INTO jobs (kind, key, run_after, attempts, last_error, create_time) \
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (kind, key) DO NOTHING",
+                )
+                .bind(DELIVER)
+                .bind(crate::events::delivery_key(&m.subscription, &q.event_id))
+                .bind(q.run_after)
+                .bind(q.attempts)
+                .bind(&q.error)
+                .bind(q.event_time)
+                .execute(&mut *tx)
+                .await
+                .map_err(e)?;
+            }
+            for f in &m.failed {
+                keep_failed(&mut tx, f).await?;
+            }
+        }
+        tx.commit().await.map_err(|e| db_err("commit", e))
     }
 
     async fn defer_deliveries(&self, subscription: &str, until: i64, expired: &Expired) -> Result<u64> {

@@ -9,18 +9,19 @@ use ward_core::{Error, Result};
 use super::{SqliteStore, exists};
 use crate::GROUP_TYPE;
 use crate::events::{
-    Attempt, CUSTOMER, DELIVER, Delivered, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, Expired,
-    FailedDeliveryRecord, MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP, QueryValue, SUBSCRIPTION_COLUMNS,
-    SUBSCRIPTION_TYPE, SubscriptionRecord, delivered_per_subscription, query_sql, receiving_groups,
+    Attempt, DELIVER, Delivered, EVENT_COLUMNS, Emit, EventQuery, EventRecord, EventStore, Expired,
+    FailedDeliveryRecord, MAX_PENDING_PER_SUBSCRIPTION, MAX_SUBSCRIPTIONS_PER_GROUP, Position, QueryValue,
+    SUBSCRIPTION_COLUMNS, SUBSCRIPTION_TYPE, SubscriptionRecord, Tail, TailMove, delivered_per_subscription, query_sql,
+    root_of,
 };
 
-/// Appends `e` to the log, inside the caller's transaction, and queues its
-/// delivery to every subscription at or above its group (a customer event
-/// only; a subscription with a full backlog is skipped).
+/// Appends `e` to the log, inside the caller's transaction. Its
+/// deliveries read it from there (each subscription's tail): a write with
+/// subscriptions writes what one without does.
 pub(crate) fn insert_event(c: &Connection, e: &EventRecord) -> rusqlite::Result<()> {
     c.prepare_cached(
-        "INSERT INTO events (id, type, subject, group_uid, actor, act, body, audience, time) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT INTO events (id, type, subject, group_uid, actor, act, body, audience, time, root) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?
     .execute(params![
         e.id,
@@ -31,18 +32,28 @@ pub(crate) fn insert_event(c: &Connection, e: &EventRecord) -> rusqlite::Result<
         e.act,
         e.body,
         e.audience,
-        e.time
+        e.time,
+        root_of(&e.group_uid)
     ])?;
-    if e.audience == CUSTOMER {
-        let groups = serde_json::to_string(&receiving_groups(&e.group_uid)).unwrap_or_else(|_| "[]".into());
-        c.prepare_cached(
-            "INSERT INTO jobs (kind, key, run_after, create_time) \
-             SELECT ?1, s.uid || '|' || ?2, ?3, ?3 FROM subscriptions s \
-             WHERE s.parent_uid IN (SELECT value FROM json_each(?4)) AND s.backlogged = 0 \
-             ON CONFLICT (kind, key) DO NOTHING",
-        )?
-        .execute(params![DELIVER, e.id, e.time, groups])?;
-    }
+    Ok(())
+}
+
+/// Keeps a delivery that gave up, while its subscription exists (a delete
+/// meanwhile took its deliveries with it).
+fn keep_failed(c: &Connection, f: &FailedDeliveryRecord) -> rusqlite::Result<()> {
+    c.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO failed_deliveries ({FAILED_COLUMNS}) \
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 FROM subscriptions WHERE uid = ?1)"
+    ))?
+    .execute(params![
+        f.subscription_uid,
+        f.event_id,
+        f.event_type,
+        f.attempts,
+        f.status,
+        f.error,
+        f.time
+    ])?;
     Ok(())
 }
 
@@ -186,8 +197,11 @@ impl EventStore for SqliteStore {
             if held >= MAX_SUBSCRIPTIONS_PER_GROUP {
                 return Ok(Err(crate::events::too_many_subscriptions(&s.parent_uid)));
             }
+            // It receives the events committed after it (its own event
+            // among them).
             tx.execute(
-                "INSERT INTO subscriptions (uid, parent_uid, sink, create_time) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO subscriptions (uid, parent_uid, sink, create_time, tail_seq) \
+                 VALUES (?1, ?2, ?3, ?4, (SELECT COALESCE(MAX(seq), 0) FROM events))",
                 params![s.uid, s.parent_uid, s.sink, s.create_time],
             )?;
             insert_event(&tx, &emit.record(&()))?;
@@ -261,21 +275,7 @@ impl EventStore for SqliteStore {
                     )?
                     .execute(params![s, time, status, error])?;
                     if let Some(f) = gave_up {
-                        // Only while the subscription exists: a delete
-                        // meanwhile took its deliveries with it.
-                        c.prepare_cached(&format!(
-                            "INSERT OR REPLACE INTO failed_deliveries ({FAILED_COLUMNS}) \
-                             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 FROM subscriptions WHERE uid = ?1)"
-                        ))?
-                        .execute(params![
-                            f.subscription_uid,
-                            f.event_id,
-                            f.event_type,
-                            f.attempts,
-                            f.status,
-                            f.error,
-                            f.time
-                        ])?;
+                        keep_failed(c, &f)?;
                     }
                 }
             }
@@ -287,12 +287,29 @@ impl EventStore for SqliteStore {
     async fn deliveries(&self, subscription: &str, limit: u32) -> Result<(i64, Vec<FailedDeliveryRecord>)> {
         let s = subscription.to_owned();
         self.read("deliveries", move |c| {
-            let pending: i64 = c
+            let queued: i64 = c
                 .prepare_cached(
                     "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE kind = ?1 AND key >= ?2 || '|' \
                      AND key < ?2 || '}' LIMIT ?3)",
                 )?
                 .query_row(params![DELIVER, s, MAX_PENDING_PER_SUBSCRIPTION], |r| r.get(0))?;
+            let tail: Option<(String, i64)> = c
+                .prepare_cached("SELECT parent_uid, tail_seq FROM subscriptions WHERE uid = ?1")?
+                .query_row([&s], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            let behind: i64 = match tail {
+                Some((parent, seq)) => c
+                    .prepare_cached(
+                        "SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE root = ?1 AND audience = 'customer' \
+                         AND seq > ?2 AND (group_uid = ?3 OR group_uid LIKE ?3 || '/%') LIMIT ?4)",
+                    )?
+                    .query_row(
+                        params![root_of(&parent), seq, parent, MAX_PENDING_PER_SUBSCRIPTION],
+                        |r| r.get(0),
+                    )?,
+                None => 0,
+            };
+            let pending = queued + behind;
             let failed = c
                 .prepare_cached(&format!(
                     "SELECT {FAILED_COLUMNS} FROM failed_deliveries WHERE subscription_uid = ?1 \
@@ -305,17 +322,97 @@ impl EventStore for SqliteStore {
         .await
     }
 
-    async fn refresh_backlogs(&self) -> Result<()> {
-        // Keys of one subscription's deliveries sort between `uid|` and
-        // `uid}` ('}' follows '|'), so each backlog is counted on the index.
-        let full = "(SELECT COUNT(*) FROM (SELECT 1 FROM jobs j WHERE j.kind = ?1 \
-                    AND j.key >= subscriptions.uid || '|' AND j.key < subscriptions.uid || '}' LIMIT ?2)) >= ?2";
-        self.write("refresh backlogs", move |c| {
+    async fn claim_tails(&self, owner: &str, now: i64, lease_ms: i64, limit: u32) -> Result<Vec<Tail>> {
+        let owner = owner.to_owned();
+        self.write("claim tails", move |c| {
             c.prepare_cached(&format!(
-                "UPDATE subscriptions SET backlogged = ({full}) WHERE backlogged != ({full})"
+                "UPDATE subscriptions SET tail_owner = ?1, tail_until = ?2 WHERE uid IN \
+                 (SELECT uid FROM subscriptions WHERE tail_owner = ?1 OR tail_until < ?3 ORDER BY uid LIMIT ?4) \
+                 RETURNING {SUBSCRIPTION_COLUMNS}, tail_txid, tail_seq"
             ))?
-            .execute(params![DELIVER, MAX_PENDING_PER_SUBSCRIPTION])
-            .map(drop)
+            .query_map(params![owner, now + lease_ms, now, limit], |r| {
+                Ok(Tail {
+                    subscription: subscription_from_row(r)?,
+                    position: (r.get(9)?, r.get(10)?),
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn free_tails(&self, now: i64) -> Result<bool> {
+        self.read("free tails", move |c| {
+            c.prepare_cached("SELECT EXISTS (SELECT 1 FROM subscriptions WHERE tail_until < ?1)")?
+                .query_row([now], |r| r.get(0))
+        })
+        .await
+    }
+
+    async fn read_tail(&self, root: &str, after: Position, limit: u32) -> Result<Vec<(Position, EventRecord)>> {
+        let root = root.to_owned();
+        self.read("read tail", move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE root = ?1 AND audience = 'customer' AND seq > ?2 \
+                 ORDER BY seq LIMIT ?3"
+            ))?
+            .query_map(params![root, after.1, limit], |r| {
+                let e = event_from_row(r)?;
+                Ok(((0, e.seq), e))
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn trim_tail(&self, root: &str, after: Position, bound: i64) -> Result<Option<Position>> {
+        let root = root.to_owned();
+        self.read("trim tail", move |c| {
+            c.prepare_cached(
+                "SELECT seq FROM events WHERE root = ?1 AND audience = 'customer' AND seq > ?2 \
+                 ORDER BY seq DESC LIMIT 1 OFFSET ?3",
+            )?
+            .query_row(params![root, after.1, bound], |r| Ok((0, r.get(0)?)))
+            .optional()
+        })
+        .await
+    }
+
+    async fn advance_tails(&self, owner: &str, moves: &[TailMove]) -> Result<()> {
+        let (owner, moves) = (owner.to_owned(), moves.to_vec());
+        self.write("advance tails", move |c| {
+            let tx = c.savepoint()?;
+            {
+                let mut advance = tx.prepare_cached(
+                    "UPDATE subscriptions SET tail_txid = ?2, tail_seq = ?3, delivered = delivered + ?4, \
+                     last_success_time = MAX(last_success_time, ?5) WHERE uid = ?1 AND tail_owner = ?6",
+                )?;
+                let mut retry = tx.prepare_cached(
+                    "INSERT INTO jobs (kind, key, run_after, attempts, last_error, create_time) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (kind, key) DO NOTHING",
+                )?;
+                for m in &moves {
+                    let held = advance.execute(params![
+                        m.subscription,
+                        m.position.0,
+                        m.position.1,
+                        m.delivered,
+                        m.last_success,
+                        owner
+                    ])?;
+                    if held == 0 {
+                        continue;
+                    }
+                    for q in &m.retries {
+                        let key = crate::events::delivery_key(&m.subscription, &q.event_id);
+                        retry.execute(params![DELIVER, key, q.run_after, q.attempts, q.error, q.event_time])?;
+                    }
+                    for f in &m.failed {
+                        keep_failed(&tx, f)?;
+                    }
+                }
+            }
+            tx.commit()
         })
         .await
     }

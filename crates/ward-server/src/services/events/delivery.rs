@@ -6,11 +6,13 @@
 //! (`webhook.digest`), so a receiver verifies origin and integrity with
 //! Ward's JWKS alone.
 //!
-//! Each event's delivery to each subscription is a job of the one job queue
-//! (kind `deliver`), queued in the event's own transaction: a change that
-//! commits is delivered even if the server dies right after. Deliveries run
-//! in a lane of their own (a slow sink never holds up other background
-//! work), at most [`IN_FLIGHT`] at once per server; each attempt is bounded
+//! An event is written in its change's own transaction, and each
+//! subscription reads the log from its tail ([`tails`]): a change that
+//! commits is delivered even if the server dies right after, and a write
+//! costs nothing more for having subscriptions. A failed first attempt
+//! becomes a job of the one job queue (kind `deliver`), retried in a lane of
+//! its own (a slow sink never holds up other background work). At most
+//! [`IN_FLIGHT`] deliveries run at once per server; each attempt is bounded
 //! in time and in what it reads. Failures on 5xx, 408, 429 (honouring
 //! `Retry-After`), timeouts and connection errors are retried with
 //! exponential backoff and jitter for [`GIVE_UP_AFTER_MS`] from the event;
@@ -36,6 +38,8 @@ use ward_store::vulns::{JobEnd, JobRecord, Lane};
 
 use super::log::act_map;
 use crate::ward::Ward;
+
+mod tails;
 
 /// How long a claim holds a delivery: well beyond one attempt.
 pub const LEASE_MS: i64 = 30_000;
@@ -70,8 +74,6 @@ const WAITING: usize = IN_FLIGHT - PER_SUBSCRIPTION;
 /// A sink whose deliveries take at most this long on average (ms) is fast:
 /// its [`PER_SUBSCRIPTION`] slots free one every few milliseconds.
 const FAST_MS: i64 = 50;
-/// How often a deliverer checks which subscriptions' queues are full.
-const BACKLOG_CHECK: Duration = Duration::from_secs(1);
 /// How often an idle deliverer looks for due deliveries: most of the
 /// latency from a write to its delivery on a quiet server.
 const POLL: Duration = Duration::from_millis(25);
@@ -100,23 +102,29 @@ impl Default for Clients {
     }
 }
 
-/// Starts the deliverer; the handle stops it (deliveries in flight finish
-/// within [`ATTEMPT_TIMEOUT`] or are dropped with the runtime; their leases
-/// expire and another attempt follows).
-pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
+/// Starts the deliverer: first attempts read from each subscription's tail
+/// of the event log ([`tails`]), retries from the job queue. `owner` names
+/// this server in the tails' leases (kept across restarts, so a server
+/// that restarts after a crash takes its tails back at once). The handle
+/// stops it (deliveries in flight finish within [`ATTEMPT_TIMEOUT`] or are
+/// dropped with the runtime; their leases expire and another attempt
+/// follows).
+pub fn spawn(ward: Arc<Ward>, owner: String) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let permits = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
         let sinks = Arc::new(Sinks::default());
+        tokio::select! {
+            _ = tails::run(ward.clone(), owner, permits.clone(), sinks.clone()) => {}
+            _ = retries(ward, permits, sinks) => {}
+        }
+    })
+}
+
+/// Delivers the retry queue's due deliveries until the runtime stops.
+async fn retries(ward: Arc<Ward>, permits: Arc<tokio::sync::Semaphore>, sinks: Arc<Sinks>) {
+    {
         let delivered = finisher(ward.clone());
-        let mut backlogs_checked = tokio::time::Instant::now();
         loop {
-            // The outbox's bound, kept off the write path.
-            if backlogs_checked.elapsed() >= BACKLOG_CHECK {
-                backlogs_checked = tokio::time::Instant::now();
-                if let Err(e) = ward.store.refresh_backlogs().await {
-                    tracing::warn!(error = %e.message(), "checking subscriptions' backlogs failed");
-                }
-            }
             // Wait for a free slot, then claim as many as are free.
             let Ok(first) = permits.clone().acquire_owned().await else {
                 return;
@@ -235,7 +243,7 @@ pub fn spawn(ward: Arc<Ward>) -> tokio::task::JoinHandle<()> {
                 });
             }
         }
-    })
+    }
 }
 
 /// Puts a claimed delivery back in the queue until `until`, not counting
@@ -244,6 +252,24 @@ async fn defer(ward: &Ward, job: &JobRecord, until: i64) {
     if let Err(e) = ward.store.finish_job(job, JobEnd::Defer { at: until }, until).await {
         tracing::warn!(error = %e.message(), "deferring an event delivery failed");
     }
+}
+
+/// This server's name in the tails' leases: kept in the data directory
+/// (`deliverer.id`), so a server restarted after a crash holds its tails
+/// again at once instead of waiting out its old leases; random (and for
+/// this run only) if it cannot be kept.
+pub fn owner(data_dir: &std::path::Path) -> String {
+    let path = data_dir.join("deliverer.id");
+    if let Ok(id) = std::fs::read_to_string(&path)
+        && !id.trim().is_empty()
+    {
+        return id.trim().to_owned();
+    }
+    let id = hex::encode(rand::random::<[u8; 16]>());
+    if let Err(e) = std::fs::write(&path, &id) {
+        tracing::warn!(error = %e, "could not keep this server's deliverer id");
+    }
+    id
 }
 
 /// Deliveries finished in one batch at most.
