@@ -4,14 +4,14 @@
 #
 #   1. durable group creates (wrk, 16 connections) with no subscription;
 #   2. the same with one subscription whose sink is nginx answering 200 (every
-#      create also queues a delivery, in its transaction), then the time until
-#      the last queued delivery was delivered (deliveries/s), and each
+#      create's event is delivered from the log), then the time until the
+#      last delivery was made (deliveries/s), and each
 #      delivery's latency from its event's time (Ce-Time) to nginx taking it;
 #   2b. commit-to-delivery latency at a steady rate: 2,000 creates from one
 #      client, another subscription and sink;
 #   3. the same with the sink dead instead (a closed port): deliveries fail
-#      and back off; the writes must not slow down, and the backlog stops at
-#      its bound (10,000 per subscription);
+#      and back off; the writes must not slow down, and the backlog holds at
+#      its bound (10,000 events per subscription, the oldest skipped past it);
 #   4. the dead sink comes back (nginx on its port): the backlog's drain
 #      rate with no writes beside it, the deliverers' own ceiling.
 # nginx's POST rate on the same machine is the sink's ceiling.

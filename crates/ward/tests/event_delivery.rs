@@ -540,6 +540,10 @@ async fn a_restarted_server_takes_its_tails_back_at_once() {
             "dev.chainguard.api.events.subscription.created.v1",
             "[{b}]"
         );
+        // Counted once its tail moved past it (a stop before that delivers
+        // it again: at least once).
+        let sub_uid = sub["uid"].as_str().unwrap().to_owned();
+        status_when(&s, &sub_uid, |st| st["delivered"] == "1").await;
         // The subscription's tail is leased to this server for 30 s. The
         // server comes back under the same name (kept in its data
         // directory), so a write after the restart is delivered at once,

@@ -1,0 +1,3 @@
+-- PostgreSQL compresses stored reports with lz4 from this version on;
+-- SQLite stores them as they are. Nothing to do; the number keeps the two
+-- backends' migration versions in step.
