@@ -293,6 +293,9 @@ pub trait EventStore {
     /// (their lease expired) or already its own, at most `limit`; returns
     /// every tail it now holds.
     async fn claim_tails(&self, owner: &str, now: i64, lease_ms: i64, limit: u32) -> Result<Vec<Tail>>;
+    /// The log's latest `seq` (0 when empty): one read per server tells
+    /// its idle tails whether anything was written.
+    async fn log_head(&self) -> Result<i64>;
     /// Whether any tail is free (a new subscription's, or one whose
     /// server's lease lapsed): a read, so servers look often.
     async fn free_tails(&self, now: i64) -> Result<bool>;

@@ -398,6 +398,11 @@ async fn customer_events_reach_the_subscriptions_at_or_above_their_group() {
 
         // Tails: one server leases them; the organization's reads the team
         // event (not the internal one) from its organization's log.
+        assert!(
+            s.free_tails(100).await.unwrap(),
+            "{name}: new subscriptions' tails are free"
+        );
+        assert!(s.log_head().await.unwrap() > 0, "{name}");
         let tails = s.claim_tails("me", 100, 1000, 10).await.unwrap();
         assert_eq!(tails.len(), 2, "{name}");
         assert!(

@@ -360,6 +360,13 @@ impl EventStore for PostgresStore {
             .collect())
     }
 
+    async fn log_head(&self) -> Result<i64> {
+        sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| db_err("log head", e))
+    }
+
     async fn free_tails(&self, now: i64) -> Result<bool> {
         sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM subscriptions WHERE tail_until < $1)")
             .bind(now)
@@ -385,10 +392,10 @@ impl EventStore for PostgresStore {
     }
 
     async fn trim_tail(&self, root: &str, after: Position, bound: i64) -> Result<Option<Position>> {
-        sqlx::query_as(
+        sqlx::query_as(&format!(
             "SELECT txid, seq FROM events WHERE root = $1 AND audience = 'customer' AND (txid, seq) > ($2, $3) \
-             ORDER BY txid DESC, seq DESC LIMIT 1 OFFSET $4",
-        )
+                 AND txid < {HORIZON} ORDER BY txid DESC, seq DESC LIMIT 1 OFFSET $4"
+        ))
         .bind(root)
         .bind(after.0)
         .bind(after.1)

@@ -341,6 +341,14 @@ impl EventStore for SqliteStore {
         .await
     }
 
+    async fn log_head(&self) -> Result<i64> {
+        self.read("log head", |c| {
+            c.prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events")?
+                .query_row([], |r| r.get(0))
+        })
+        .await
+    }
+
     async fn free_tails(&self, now: i64) -> Result<bool> {
         self.read("free tails", move |c| {
             c.prepare_cached("SELECT EXISTS (SELECT 1 FROM subscriptions WHERE tail_until < ?1)")?

@@ -668,7 +668,13 @@ async fn post(ward: &Ward, sub: &SubscriptionRecord, e: &EventRecord) -> Result<
             _ => break,
         }
     }
-    let text: String = String::from_utf8_lossy(&said).chars().take(200).collect();
+    // Printable text only: a NUL (which PostgreSQL refuses in text) or a
+    // control character from the sink must not make its failure unwritable.
+    let text: String = String::from_utf8_lossy(&said)
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
     let code = status.as_u16();
     Err(Failure {
         status: i64::from(code),

@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -40,6 +40,11 @@ const MAX_TAILS: u32 = 10_000;
 const BATCH: u32 = 128;
 /// How often a tail checks the outbox's bound.
 const TRIM_EVERY_MS: i64 = 1_000;
+/// How long an idle tail waits for the log's head to move before it reads
+/// anyway (on PostgreSQL an event may become readable without the head
+/// moving, when an older transaction ends).
+const IDLE_READ_EVERY: Duration = Duration::from_millis(100);
+
 /// Deliveries a tail runs at once when it keeps up: a fast sink (a few
 /// milliseconds a delivery) takes thousands a second over a few
 /// connections, and more at once only costs the machine (context switches,
@@ -54,7 +59,22 @@ const LEASE_MARGIN_MS: i64 = 5_000;
 /// with it).
 pub(super) async fn run(ward: Arc<Ward>, owner: String, permits: Arc<tokio::sync::Semaphore>, sinks: Arc<Sinks>) {
     let lease = Arc::new(AtomicI64::new(0));
-    let mut tasks: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
+    // The log's head, read once per poll for every idle tail of this server.
+    let (head_tx, head) = tokio::sync::watch::channel(0_i64);
+    let watcher = ward.clone();
+    let _head_watch = AbortOnDrop(tokio::spawn(async move {
+        loop {
+            if let Ok(h) = watcher.store.log_head().await {
+                head_tx.send_if_modified(|v| std::mem::replace(v, h) != h);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }));
+    // Each task with the flag that stops it: a task is never aborted (its
+    // deliveries in flight would leave their sink's slots taken), it stops
+    // at its next delivery, leaving the rest of its batch to the tail's
+    // next reader.
+    let mut tasks: HashMap<String, (Arc<AtomicBool>, tokio::task::AbortHandle)> = HashMap::new();
     let mut set = JoinSet::new();
     let mut ticker = tokio::time::interval(LOOK_EVERY);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -76,13 +96,19 @@ pub(super) async fn run(ward: Arc<Ward>, owner: String, permits: Arc<tokio::sync
             }
         };
         lease.store(now + LEASE_MS, Ordering::Relaxed);
+        if tails.len() >= MAX_TAILS as usize {
+            tracing::warn!(
+                held = tails.len(),
+                "this server reads as many subscriptions' tails as it may; others wait for another server"
+            );
+        }
         // Tails no longer held (deleted, or taken by another server after a
         // lapse) stop; new ones start from their stored position.
         let held: HashMap<String, _> = tails.into_iter().map(|t| (t.subscription.uid.clone(), t)).collect();
-        tasks.retain(|uid, task| {
+        tasks.retain(|uid, (stop, task)| {
             let keep = held.contains_key(uid) && !task.is_finished();
             if !keep {
-                task.abort();
+                stop.store(true, Ordering::Relaxed);
             }
             keep
         });
@@ -99,8 +125,11 @@ pub(super) async fn run(ward: Arc<Ward>, owner: String, permits: Arc<tokio::sync
                 sinks: sinks.clone(),
                 lease: lease.clone(),
                 width: MIN_WIDTH,
+                stop: Arc::new(AtomicBool::new(false)),
+                head: head.clone(),
             };
-            tasks.insert(uid, set.spawn(reader.run()));
+            let stop = reader.stop.clone();
+            tasks.insert(uid, (stop, set.spawn(reader.run())));
         }
     }
 }
@@ -119,6 +148,19 @@ struct Reader {
     /// a full batch (the tail is behind: a slow sink needs more at once),
     /// halved (down to [`MIN_WIDTH`]) after one that was not.
     width: usize,
+    /// Set when this server no longer holds the tail.
+    stop: Arc<AtomicBool>,
+    /// The log's head: an idle tail waits for it to move.
+    head: tokio::sync::watch::Receiver<i64>,
+}
+
+/// Aborts its task when dropped (with the deliverer).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// How one delivery of a batch ended.
@@ -130,12 +172,23 @@ struct Ended {
 }
 
 impl Reader {
+    /// Whether it may start another delivery: it still holds the tail,
+    /// with time left on the lease.
+    fn holds(&self, now: i64) -> bool {
+        !self.stop.load(Ordering::Relaxed) && now + LEASE_MARGIN_MS < self.lease.load(Ordering::Relaxed)
+    }
+
     async fn run(mut self) {
         let root = root_of(&self.sub.parent_uid).to_owned();
         let mut trimmed = 0;
+        let mut written = 0;
+        let mut stored = self.position;
         loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
             let now = self.ward.clock.now_millis();
-            if now + LEASE_MARGIN_MS >= self.lease.load(Ordering::Relaxed) {
+            if !self.holds(now) {
                 tokio::time::sleep(POLL).await;
                 continue;
             }
@@ -148,6 +201,8 @@ impl Reader {
                 tokio::time::sleep(Duration::from_millis(wait as u64)).await;
                 continue;
             }
+            // What the head says now is what this read covers.
+            self.head.borrow_and_update();
             let events = match self.ward.store.read_tail(&root, self.position, BATCH).await {
                 Ok(e) => e,
                 Err(e) => {
@@ -157,7 +212,21 @@ impl Reader {
                 }
             };
             let Some((last, _)) = events.last() else {
-                tokio::time::sleep(POLL).await;
+                // Caught up: a position moved only in memory is written.
+                if self.position != stored {
+                    let moved = TailMove {
+                        subscription: self.sub.uid.clone(),
+                        position: self.position,
+                        ..TailMove::default()
+                    };
+                    if self.ward.store.advance_tails(&self.owner, &[moved]).await.is_ok() {
+                        stored = self.position;
+                    }
+                }
+                if let Ok(Err(_)) = tokio::time::timeout(IDLE_READ_EVERY, self.head.changed()).await {
+                    // The head is no longer watched: read at that pace.
+                    tokio::time::sleep(IDLE_READ_EVERY).await;
+                }
                 continue;
             };
             self.width = if events.len() == BATCH as usize {
@@ -174,14 +243,30 @@ impl Reader {
                 .into_iter()
                 .map(|(_, e)| e)
                 .filter(|e| receives(&self.sub.parent_uid, &e.group_uid));
-            self.deliver(mine, &mut batch).await;
+            if !self.deliver(mine, &mut batch).await {
+                // Stopped mid-batch: the tail's next reader delivers it again.
+                continue;
+            }
+            // A batch with nothing for this subscription moves the tail in
+            // memory; it is written at most once a second (a reader that
+            // dies meanwhile leaves events of other groups to read again).
+            let idle = batch.delivered == 0 && batch.retries.is_empty() && batch.failed.is_empty();
+            let now = self.ward.clock.now_millis();
+            if idle && now - written < TRIM_EVERY_MS {
+                self.position = batch.position;
+                continue;
+            }
+            written = now;
             match self
                 .ward
                 .store
                 .advance_tails(&self.owner, std::slice::from_ref(&batch))
                 .await
             {
-                Ok(()) => self.position = batch.position,
+                Ok(()) => {
+                    self.position = batch.position;
+                    stored = batch.position;
+                }
                 Err(e) => {
                     // Delivered again from the same place: at least once.
                     tracing::warn!(error = %e.message(), "moving a subscription's tail failed");
@@ -219,11 +304,17 @@ impl Reader {
     }
 
     /// Delivers a batch's events (in order of start, up to the sink's
-    /// slots at once) and records in `batch` how each ended.
-    async fn deliver(&self, events: impl Iterator<Item = EventRecord>, batch: &mut TailMove) {
+    /// slots at once) and records in `batch` how each ended; false when it
+    /// stopped before the end (the tail was lost, or its lease runs out).
+    async fn deliver(&self, events: impl Iterator<Item = EventRecord>, batch: &mut TailMove) -> bool {
+        let mut complete = true;
         let mut running = JoinSet::new();
         let clock = self.ward.clock.clone();
         for event in events {
+            if !self.holds(clock.now_millis()) {
+                complete = false;
+                break;
+            }
             while running.len() >= self.width {
                 if let Some(Ok(done)) = running.join_next().await {
                     self.ended(done, batch).await;
@@ -256,7 +347,8 @@ impl Reader {
                 }
             };
             let Ok(permit) = self.permits.clone().acquire_owned().await else {
-                return;
+                complete = false;
+                break;
             };
             let (ward, sinks, sub) = (self.ward.clone(), self.sinks.clone(), self.sub.clone());
             running.spawn(async move {
@@ -279,9 +371,14 @@ impl Reader {
             });
         }
         while let Some(done) = running.join_next().await {
-            let Ok(done) = done else { continue };
-            self.ended(done, batch).await;
+            match done {
+                Ok(done) => self.ended(done, batch).await,
+                // A delivery that panicked is not counted as made: the
+                // batch is read again.
+                Err(_) => complete = false,
+            }
         }
+        complete
     }
 
     /// Records one delivery's end in `batch`; a failure is recorded on the
