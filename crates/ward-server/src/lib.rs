@@ -298,6 +298,9 @@ pub async fn start(
         sweeper.abort();
         worker.abort();
         deliverer.abort();
+        // Gone before this returns: its lock on `deliverer.id` with it, for
+        // a server started again on the same directory.
+        let _ = deliverer.await;
         pull_writer.abort();
         for task in [changes, metrics].into_iter().flatten() {
             task.abort();

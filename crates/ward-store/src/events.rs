@@ -126,6 +126,10 @@ pub const MAX_SUBSCRIPTIONS_PER_GROUP: i64 = 16;
 /// every second, so a burst may pass it by a second's writes.
 pub const MAX_PENDING_PER_SUBSCRIPTION: i64 = 10_000;
 
+/// Failed deliveries kept per subscription: the newest, trimmed with the
+/// event log's pruning (a sink that refuses every event adds one a write).
+pub const MAX_FAILED_PER_SUBSCRIPTION: i64 = 10_000;
+
 /// A place in the event log, in the order deliveries read it:
 /// (transaction id, seq). On SQLite, whose one writer commits events in
 /// `seq` order, the transaction id is always 0; on PostgreSQL, where
@@ -269,6 +273,10 @@ pub trait EventStore {
     /// Deletes events older than `before` (milliseconds), at most `limit` of
     /// them; returns how many went.
     async fn prune_events(&self, before: i64, limit: u32) -> Result<u64>;
+    /// Forgets failed deliveries that failed before `before` (their events
+    /// are past the retention) and, of each subscription's, all but the
+    /// newest `keep`; returns how many went.
+    async fn trim_failed_deliveries(&self, before: i64, keep: i64) -> Result<u64>;
 
     /// Inserts a subscription and its event. NOT_FOUND if its group does not
     /// exist; FAILED_PRECONDITION past [`MAX_SUBSCRIPTIONS_PER_GROUP`].
@@ -301,8 +309,16 @@ pub trait EventStore {
     async fn free_tails(&self, now: i64) -> Result<bool>;
     /// The customer events of organization `root` after `after`, in order,
     /// at most `limit`, each with its position (the caller keeps those of
-    /// its subscription's group).
-    async fn read_tail(&self, root: &str, after: Position, limit: u32) -> Result<Vec<(Position, EventRecord)>>;
+    /// its subscription's group); none once `subscription` is deleted (in
+    /// the same read: an event written after the deletion is never read
+    /// for it, whichever server deleted it).
+    async fn read_tail(
+        &self,
+        subscription: &str,
+        root: &str,
+        after: Position,
+        limit: u32,
+    ) -> Result<Vec<(Position, EventRecord)>>;
     /// Where a tail at `after` skips to when more than `bound` customer
     /// events of `root` follow it (leaving `bound`), or `None`.
     async fn trim_tail(&self, root: &str, after: Position, bound: i64) -> Result<Option<Position>>;

@@ -354,11 +354,12 @@ fn subscription(parent: &Uidp, sink: &str) -> ward_store::events::SubscriptionRe
 /// PostgreSQL another test's transaction may still be running).
 async fn read_tail(
     s: &std::sync::Arc<dyn ward_store::Store>,
+    subscription: &str,
     root: &str,
     after: ward_store::events::Position,
 ) -> Vec<(ward_store::events::Position, EventRecord)> {
     for _ in 0..100 {
-        let read = s.read_tail(root, after, 10).await.unwrap();
+        let read = s.read_tail(subscription, root, after, 10).await.unwrap();
         if !read.is_empty() {
             return read;
         }
@@ -410,7 +411,7 @@ async fn customer_events_reach_the_subscriptions_at_or_above_their_group() {
             "{name}: leased"
         );
         let tail = tails.iter().find(|t| t.subscription.uid == at_org.uid).unwrap();
-        let read = read_tail(s, root_of(org.as_str()), tail.position).await;
+        let read = read_tail(s, &at_org.uid, root_of(org.as_str()), tail.position).await;
         let read_ids: Vec<&str> = read.iter().map(|(_, e)| e.id.as_str()).collect();
         assert_eq!(read_ids, ["ev-team"], "{name}");
         // Another server cannot move it; its holder moves it past the event
@@ -435,7 +436,7 @@ async fn customer_events_reach_the_subscriptions_at_or_above_their_group() {
         let tail = again.iter().find(|t| t.subscription.uid == at_org.uid).unwrap();
         assert_eq!(tail.position, read[0].0, "{name}");
         assert!(
-            s.read_tail(root_of(org.as_str()), tail.position, 10)
+            s.read_tail(&at_org.uid, root_of(org.as_str()), tail.position, 10)
                 .await
                 .unwrap()
                 .is_empty(),
@@ -531,10 +532,24 @@ async fn customer_events_reach_the_subscriptions_at_or_above_their_group() {
         let counted = s.get_subscription(&uid).await.unwrap().unwrap();
         assert_eq!((counted.delivered, counted.last_success_time), (2, 10_500), "{name}");
 
-        // Deleting the subscription takes its deliveries with it.
+        // Deleting the subscription takes its deliveries with it, and its
+        // tail reads nothing more (a server still holding it delivers no
+        // event written after the deletion).
         let uid = Uidp::parse("uid", &at_org.uid).unwrap();
+        assert!(
+            !read_tail(s, &at_org.uid, root_of(org.as_str()), (0, 0))
+                .await
+                .is_empty()
+        );
         s.delete_subscription(&uid, testing::emit()).await.unwrap();
         assert_eq!(s.deliveries(&at_org.uid, 10).await.unwrap().0, 0, "{name}");
+        assert!(
+            s.read_tail(&at_org.uid, root_of(org.as_str()), (0, 0), 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{name}: deleted"
+        );
         assert!(matches!(
             s.delete_subscription(&uid, testing::emit()).await,
             Err(Error::NotFound { .. })
@@ -565,7 +580,7 @@ async fn customer_events_reach_the_subscriptions_at_or_above_their_group() {
             .await
             .unwrap()
             .expect("past the bound");
-        let next = read_tail(s, root, skip).await;
+        let next = read_tail(s, &full.uid, root, skip).await;
         assert_eq!(next[0].1.id, "flood-1", "{name}: the oldest is skipped");
         assert_eq!(
             s.trim_tail(root, skip, MAX_PENDING_PER_SUBSCRIPTION).await.unwrap(),
@@ -616,6 +631,13 @@ async fn customer_events_reach_the_subscriptions_at_or_above_their_group() {
                 .all(|f| f.status == 503 && f.error == "down" && f.event_type == "t" && f.time == 2_000_000),
             "{name}: {kept:?}"
         );
+        // Failed deliveries kept: each subscription's newest, none past the
+        // retention. (Only this test's rows are this old: every other
+        // test's times are real.)
+        assert!(s.trim_failed_deliveries(1, 4).await.unwrap() >= 6, "{name}");
+        assert_eq!(s.deliveries(&full.uid, 10).await.unwrap().1.len(), 4, "{name}");
+        assert!(s.trim_failed_deliveries(2_000_001, 100).await.unwrap() >= 4, "{name}");
+        assert!(s.deliveries(&full.uid, 10).await.unwrap().1.is_empty(), "{name}");
 
         // At most so many per group.
         for i in 1..MAX_SUBSCRIPTIONS_PER_GROUP {

@@ -173,6 +173,12 @@ async fn writes_are_delivered_signed_and_retried_with_the_same_id() {
         assert_eq!(st, StatusCode::OK, "[{b}]");
         let (st, gone) = s.get(&format!("/events/v2/subscriptions/{sub_uid}")).await;
         assert_eq!(st, StatusCode::NOT_FOUND, "[{b}] {gone}");
+        // Its tail is still held by this server (until the next renewal),
+        // and reads nothing written after the deletion.
+        while rx.next_within(Duration::from_millis(300)).await.is_some() {}
+        s.create_group(Some(&org), "after-the-deletion").await;
+        let late = rx.next_within(Duration::from_millis(1_500)).await;
+        assert!(late.is_none(), "[{b}] delivered after its deletion: {late:?}");
     }
 }
 
@@ -417,6 +423,16 @@ async fn the_audit_trail_lists_a_groups_events_for_those_allowed() {
             .await;
         assert_eq!(st, StatusCode::OK, "[{b}] {only}");
         assert_eq!(only["events"].as_array().unwrap().len(), 1, "[{b}] {only}");
+        // A time that is not one names its parameter.
+        for bad in ["since=yesterday", "until=2026-13-01T00:00:00Z"] {
+            let (st, body) = s.get(&format!("/events/v1/events?group={org}&{bad}")).await;
+            assert_eq!(st, StatusCode::BAD_REQUEST, "[{b}] {bad}: {body}");
+            let field = bad.split('=').next().unwrap();
+            assert!(
+                common::field_violations(&body).iter().any(|(f, _)| f == field),
+                "[{b}] {bad}: {body}"
+            );
+        }
 
         // A viewer may see the group but not its audit trail; an outsider
         // does not see the group; an auditor reads it.

@@ -134,6 +134,21 @@ impl<T: Serialize> Reply<T> {
     }
 }
 
+/// The request message from its JSON (body and query parameters merged):
+/// a value of the wrong type is a field violation naming that field (its
+/// JSON path, e.g. `since` or `filter.since`), not the body as a whole.
+fn decode<Req: DeserializeOwned>(json: serde_json::Value) -> Result<Req> {
+    serde_path_to_error::deserialize(json).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path.is_empty() || path == "." {
+            ward_core::Error::invalid("body", format!("the request does not match the message: {inner}"))
+        } else {
+            ward_core::Error::invalid(&path, format!("{path}: not a valid value for this field ({inner})"))
+        }
+    })
+}
+
 fn erase<Req, Resp, F, Fut>(f: F) -> Handler
 where
     Req: DeserializeOwned + Send + 'static,
@@ -159,9 +174,7 @@ where
     Arc::new(move |w, c, json| {
         let f = f.clone();
         Box::pin(async move {
-            let req: Req = serde_json::from_value(json).map_err(|e| {
-                ward_core::Error::invalid("body", format!("the request does not match the message: {e}"))
-            })?;
+            let req: Req = decode(json)?;
             f(w, c, req).await?.encode()
         })
     })

@@ -375,16 +375,24 @@ impl EventStore for PostgresStore {
             .map_err(|e| db_err("free tails", e))
     }
 
-    async fn read_tail(&self, root: &str, after: Position, limit: u32) -> Result<Vec<(Position, EventRecord)>> {
+    async fn read_tail(
+        &self,
+        subscription: &str,
+        root: &str,
+        after: Position,
+        limit: u32,
+    ) -> Result<Vec<(Position, EventRecord)>> {
         // On the primary: its snapshot says which transactions are done.
         let rows: Vec<TailRow> = sqlx::query_as(&format!(
             "SELECT txid, {EVENT_COLUMNS} FROM events WHERE root = $1 AND audience = 'customer' \
-             AND (txid, seq) > ($2, $3) AND txid < {HORIZON} ORDER BY txid, seq LIMIT $4"
+             AND (txid, seq) > ($2, $3) AND txid < {HORIZON} \
+             AND EXISTS (SELECT 1 FROM subscriptions WHERE uid = $5) ORDER BY txid, seq LIMIT $4"
         ))
         .bind(root)
         .bind(after.0)
         .bind(after.1)
         .bind(i64::from(limit))
+        .bind(subscription)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| db_err("read tail", e))?;
@@ -518,6 +526,28 @@ impl EventStore for PostgresStore {
             .map_err(|e| db_err("retry deliveries", e))?;
         tx.commit().await.map_err(|e| db_err("commit", e))?;
         Ok(n.rows_affected())
+    }
+
+    async fn trim_failed_deliveries(&self, before: i64, keep: i64) -> Result<u64> {
+        let e = |e| db_err("trim failed deliveries", e);
+        let mut tx = self.begin().await?;
+        let old = sqlx::query("DELETE FROM failed_deliveries WHERE time < $1")
+            .bind(before)
+            .execute(&mut *tx)
+            .await
+            .map_err(e)?;
+        let over = sqlx::query(
+            "DELETE FROM failed_deliveries f USING (SELECT subscription_uid, event_id FROM (SELECT subscription_uid, \
+             event_id, row_number() OVER (PARTITION BY subscription_uid ORDER BY time DESC, event_id) AS n \
+             FROM failed_deliveries) r WHERE n > $1) d \
+             WHERE f.subscription_uid = d.subscription_uid AND f.event_id = d.event_id",
+        )
+        .bind(keep)
+        .execute(&mut *tx)
+        .await
+        .map_err(e)?;
+        tx.commit().await.map_err(e)?;
+        Ok(old.rows_affected() + over.rows_affected())
     }
 
     async fn prune_events(&self, before: i64, limit: u32) -> Result<u64> {

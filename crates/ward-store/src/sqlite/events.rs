@@ -357,14 +357,20 @@ impl EventStore for SqliteStore {
         .await
     }
 
-    async fn read_tail(&self, root: &str, after: Position, limit: u32) -> Result<Vec<(Position, EventRecord)>> {
-        let root = root.to_owned();
+    async fn read_tail(
+        &self,
+        subscription: &str,
+        root: &str,
+        after: Position,
+        limit: u32,
+    ) -> Result<Vec<(Position, EventRecord)>> {
+        let (subscription, root) = (subscription.to_owned(), root.to_owned());
         self.read("read tail", move |c| {
             c.prepare_cached(&format!(
                 "SELECT {EVENT_COLUMNS} FROM events WHERE root = ?1 AND audience = 'customer' AND seq > ?2 \
-                 ORDER BY seq LIMIT ?3"
+                 AND EXISTS (SELECT 1 FROM subscriptions WHERE uid = ?4) ORDER BY seq LIMIT ?3"
             ))?
-            .query_map(params![root, after.1, limit], |r| {
+            .query_map(params![root, after.1, limit, subscription], |r| {
                 let e = event_from_row(r)?;
                 Ok(((0, e.seq), e))
             })?
@@ -485,6 +491,20 @@ impl EventStore for SqliteStore {
             let n = tx.execute(&format!("DELETE FROM failed_deliveries WHERE {which}"), params![s, id])?;
             tx.commit()?;
             Ok(n as u64)
+        })
+        .await
+    }
+
+    async fn trim_failed_deliveries(&self, before: i64, keep: i64) -> Result<u64> {
+        self.write("trim failed deliveries", move |c| {
+            let old = c.execute("DELETE FROM failed_deliveries WHERE time < ?1", params![before])?;
+            let over = c.execute(
+                "DELETE FROM failed_deliveries WHERE rowid IN (SELECT rowid FROM (SELECT rowid, \
+                 row_number() OVER (PARTITION BY subscription_uid ORDER BY time DESC, event_id) AS n \
+                 FROM failed_deliveries) WHERE n > ?1)",
+                params![keep],
+            )?;
+            Ok((old + over) as u64)
         })
         .await
     }

@@ -105,12 +105,15 @@ impl Default for Clients {
 /// Starts the deliverer: first attempts read from each subscription's tail
 /// of the event log ([`tails`]), retries from the job queue. `owner` names
 /// this server in the tails' leases (kept across restarts, so a server
-/// that restarts after a crash takes its tails back at once). The handle
+/// that restarts after a crash takes its tails back at once), with the
+/// lock on its file ([`owner`]), held while the deliverer runs. The handle
 /// stops it (deliveries in flight finish within [`ATTEMPT_TIMEOUT`] or are
 /// dropped with the runtime; their leases expire and another attempt
 /// follows).
-pub fn spawn(ward: Arc<Ward>, owner: String) -> tokio::task::JoinHandle<()> {
+pub fn spawn(ward: Arc<Ward>, (owner, lock): (String, Option<std::fs::File>)) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        // Held for as long as this deliverer runs.
+        let _lock = lock;
         let permits = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
         let sinks = Arc::new(Sinks::default());
         tokio::select! {
@@ -254,22 +257,52 @@ async fn defer(ward: &Ward, job: &JobRecord, until: i64) {
     }
 }
 
-/// This server's name in the tails' leases: kept in the data directory
-/// (`deliverer.id`), so a server restarted after a crash holds its tails
-/// again at once instead of waiting out its old leases; random (and for
-/// this run only) if it cannot be kept.
-pub fn owner(data_dir: &std::path::Path) -> String {
+/// This server's name in the tails' leases, and the lock that makes it
+/// this server's alone. It is kept in the data directory (`deliverer.id`),
+/// so a server restarted after a crash holds its tails again at once
+/// instead of waiting out its old leases. The file is locked for as long
+/// as the lock is held: a second server started on the same directory
+/// (replicas sharing it) finds it locked and takes a random id for its run,
+/// since two servers under one name would both read the same tails. Random
+/// too (for this run only) if the file cannot be kept.
+pub fn owner(data_dir: &std::path::Path) -> (String, Option<std::fs::File>) {
+    use std::io::{Read as _, Seek as _, Write as _};
+    let random = || hex::encode(rand::random::<[u8; 16]>());
     let path = data_dir.join("deliverer.id");
-    if let Ok(id) = std::fs::read_to_string(&path)
-        && !id.trim().is_empty()
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
     {
-        return id.trim().to_owned();
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not keep this server's deliverer id");
+            return (random(), None);
+        }
+    };
+    if file.try_lock().is_err() {
+        tracing::warn!(
+            path = %path.display(),
+            "another server delivers events under this data directory's id: this one takes an id for this run"
+        );
+        return (random(), None);
     }
-    let id = hex::encode(rand::random::<[u8; 16]>());
-    if let Err(e) = std::fs::write(&path, &id) {
+    let mut kept = String::new();
+    if file.read_to_string(&mut kept).is_ok() && !kept.trim().is_empty() {
+        return (kept.trim().to_owned(), Some(file));
+    }
+    let id = random();
+    let written = file
+        .set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(id.as_bytes()))
+        .and_then(|()| file.sync_all());
+    if let Err(e) = written {
         tracing::warn!(error = %e, "could not keep this server's deliverer id");
     }
-    id
+    (id, Some(file))
 }
 
 /// Deliveries finished in one batch at most.
@@ -687,6 +720,20 @@ async fn post(ward: &Ward, sub: &SubscriptionRecord, e: &EventRecord) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_data_directory_names_one_running_deliverer() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, lock) = owner(dir.path());
+        assert!(lock.is_some(), "the first server holds the id");
+        let (second, none) = owner(dir.path());
+        assert!(none.is_none());
+        assert_ne!(first, second, "a second server on the directory takes an id of its own");
+        drop(lock);
+        let (again, lock) = owner(dir.path());
+        assert_eq!(again, first, "kept for the next run");
+        assert!(lock.is_some());
+    }
 
     #[test]
     fn a_sink_has_few_slots_and_backs_off_as_a_whole() {

@@ -140,12 +140,30 @@ impl Ward {
         }
     }
 
+    /// The time (milliseconds) before which events are past the retention.
+    fn retention_cutoff(&self) -> i64 {
+        let day_ms = 24 * 60 * 60 * 1000;
+        self.clock.now_millis() - i64::from(self.event_retention_days) * day_ms
+    }
+
+    /// Forgets failed deliveries of events past the retention, and all but
+    /// each subscription's newest [`MAX_FAILED_PER_SUBSCRIPTION`] (a sink
+    /// that refuses every event adds one a write): the deliverer runs it
+    /// every minute.
+    ///
+    /// [`MAX_FAILED_PER_SUBSCRIPTION`]: ward_store::events::MAX_FAILED_PER_SUBSCRIPTION
+    pub async fn trim_failed_deliveries(&self) -> ward_core::Result<u64> {
+        let before = self.retention_cutoff();
+        self.store
+            .trim_failed_deliveries(before, ward_store::events::MAX_FAILED_PER_SUBSCRIPTION)
+            .await
+    }
+
     /// Deletes the events older than the retention, in batches; returns how
     /// many went. Every server runs it on its sweep tick (replicas deleting
     /// the same rows is harmless).
     pub async fn prune_events(&self) -> ward_core::Result<u64> {
-        let day_ms = 24 * 60 * 60 * 1000;
-        let before = self.clock.now_millis() - i64::from(self.event_retention_days) * day_ms;
+        let before = self.retention_cutoff();
         let mut total = 0;
         loop {
             let n = self.store.prune_events(before, PRUNE_BATCH).await?;

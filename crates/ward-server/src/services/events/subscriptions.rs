@@ -42,7 +42,19 @@ pub(crate) fn check_sink(sink: &str, policy: FetchPolicy) -> std::result::Result
     if sink.is_empty() || sink.len() > MAX_SINK_LEN {
         return Err(format!("must be a URL of 1 to {MAX_SINK_LEN} bytes"));
     }
+    // What the URL parser would forgive (surrounding spaces, control,
+    // bidirectional-override or zero-width characters) is refused: the sink
+    // is stored and shown as written, and must read as what was checked.
+    if sink
+        .chars()
+        .any(|c| c.is_whitespace() || ward_core::names::is_forbidden_char(c))
+    {
+        return Err("holds spaces, control, bidirectional-override or zero-width characters".into());
+    }
     let url = url::Url::parse(sink).map_err(|e| format!("is not an absolute URL ({e})"))?;
+    if url.port() == Some(0) {
+        return Err("names port 0".into());
+    }
     let host = match url.host() {
         Some(h) => h,
         None => return Err("has no host".into()),
@@ -221,6 +233,13 @@ mod tests {
             "https://localhost./",
             "https://hooks.localhost/",
             "http://127.0.0.1:8080/",
+            "\u{1}https://hooks.example.com/",
+            "https://hooks.example.com/\r\n",
+            " https://hooks.example.com/",
+            "https://hooks.example.com/\u{1b}[2J",
+            "https://hooks.example.com/\u{202e}gnp.exe",
+            "https://hooks.example.com/a\u{200b}b",
+            "https://hooks.example.com:0/",
         ] {
             assert!(check_sink(bad, STRICT).is_err(), "{bad}");
         }

@@ -34,6 +34,8 @@ const CLAIM_EVERY: Duration = Duration::from_secs(1);
 /// How often a server looks for free tails between renewals: a new
 /// subscription's first events wait for this, not for a renewal.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
+/// How often a server trims the failed deliveries kept.
+const TRIM_FAILED_EVERY: Duration = Duration::from_secs(60);
 /// Tails one server reads at most.
 const MAX_TAILS: u32 = 10_000;
 /// Events a tail reads at once: one batch, one write.
@@ -79,9 +81,18 @@ pub(super) async fn run(ward: Arc<Ward>, owner: String, permits: Arc<tokio::sync
     let mut ticker = tokio::time::interval(LOOK_EVERY);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut renewed: Option<tokio::time::Instant> = None;
+    let mut trimmed = tokio::time::Instant::now();
     loop {
         ticker.tick().await;
         while set.try_join_next().is_some() {}
+        if trimmed.elapsed() >= TRIM_FAILED_EVERY {
+            trimmed = tokio::time::Instant::now();
+            match ward.trim_failed_deliveries().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(n, "forgot failed deliveries past their bound"),
+                Err(e) => tracing::warn!(error = %e.message(), "trimming failed deliveries failed"),
+            }
+        }
         let now = ward.clock.now_millis();
         let due = renewed.is_none_or(|t| t.elapsed() >= CLAIM_EVERY);
         if !due && !ward.store.free_tails(now).await.unwrap_or(false) {
@@ -203,7 +214,12 @@ impl Reader {
             }
             // What the head says now is what this read covers.
             self.head.borrow_and_update();
-            let events = match self.ward.store.read_tail(&root, self.position, BATCH).await {
+            let events = match self
+                .ward
+                .store
+                .read_tail(&self.sub.uid, &root, self.position, BATCH)
+                .await
+            {
                 Ok(e) => e,
                 Err(e) => {
                     tracing::warn!(error = %e.message(), "reading a subscription's events failed");
