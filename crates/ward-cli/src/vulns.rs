@@ -271,7 +271,12 @@ pub async fn vex(client: &Client, image: &str) -> anyhow::Result<()> {
     let (repo, digest) = resolve_image(client, image).await?;
     let q = [("repo_id", repo), ("digest", digest)];
     let r = get_waiting(client, "/registry/v1/vuln_reports/raw", &q).await?;
-    println!("{}", s(&r, "/rawReport"));
+    let doc = s(&r, "/rawReport");
+    anyhow::ensure!(
+        !doc.is_empty(),
+        "{image} has no VEX statement (nothing in it is matched or decided), and an OpenVEX document needs one"
+    );
+    println!("{doc}");
     Ok(())
 }
 

@@ -158,7 +158,10 @@ pub struct Package {
 
 impl Package {
     /// Builds a package whose purl, type and namespace all come from `purl`,
-    /// so the three can never disagree.
+    /// so the three can never disagree. An RPM purl's `epoch` qualifier
+    /// (how Syft and the purl spec write it, the version then without one)
+    /// goes in front of the version: `1:1.1.1k-7.el8` is compared as RPM
+    /// compares it, not as epoch 0.
     pub(crate) fn from_purl(
         purl: &Purl,
         name: String,
@@ -167,6 +170,12 @@ impl Package {
         source: Source,
         location: Option<String>,
     ) -> Package {
+        let version = match purl.qualifier("epoch") {
+            Some(epoch) if purl.ty == "rpm" && epoch != "0" && !version.contains(':') => {
+                format!("{epoch}:{version}")
+            }
+            _ => version,
+        };
         Package {
             name,
             version,

@@ -155,6 +155,29 @@ fn cyclonedx_nested_components_and_1_4_tools() {
 }
 
 #[test]
+fn an_rpm_purls_epoch_goes_in_front_of_its_version() {
+    let doc = r#"{"bomFormat":"CycloneDX","specVersion":"1.5","components":[
+        {"type":"library","name":"openssl","version":"1:1.1.1k-7.el8",
+         "purl":"pkg:rpm/almalinux/openssl@1.1.1k-7.el8?arch=x86_64&epoch=1&distro=almalinux-8"},
+        {"type":"library","name":"zlib","purl":"pkg:rpm/almalinux/zlib@1.2.11-25.el8?epoch=0"},
+        {"type":"library","name":"bash","purl":"pkg:rpm/almalinux/bash@2:4.4.20-5.el8"}]}"#;
+    let inv = parse(doc);
+    let versions: Vec<(&str, &str)> = inv
+        .packages
+        .iter()
+        .map(|p| (p.name.as_str(), p.version.as_str()))
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            ("bash", "2:4.4.20-5.el8"),
+            ("openssl", "1:1.1.1k-7.el8"),
+            ("zlib", "1.2.11-25.el8")
+        ]
+    );
+}
+
+#[test]
 fn cyclonedx_versions() {
     for (v, ok) in [
         ("1.3", false),

@@ -608,6 +608,15 @@ async fn reports_follow_layers_sboms_and_the_teams_decisions() {
         }
         let (_, page) = s.get("/registry/v1/vuln_reports/affected?id=CVE-2019-11236").await;
         assert_eq!(page["items"], json!([]), "[{b}] a false positive affects nothing");
+        // A page token is signed: one made by hand is refused.
+        use base64::Engine as _;
+        let forged = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{repo}|sha256:0"));
+        let (status, body) = s
+            .get(&format!(
+                "/registry/v1/vuln_reports/affected?id=CVE-2018-18074&pageToken={forged}"
+            ))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "[{b}] {body}");
 
         // The CLI.
         let out = common::ward_run(&s, &s.token, &["registry", "vulns", "acme/app:v1", "-o", "json"]).await;
@@ -641,6 +650,19 @@ async fn reports_follow_layers_sboms_and_the_teams_decisions() {
         let out = common::ward_run(&s, &s.token, &["advisories", "vex", "--group", "acme"]).await;
         let by_cli: Value = serde_json::from_str(out.ok("advisories vex --group")).expect("JSON");
         assert_eq!(by_cli["statements"], org_vex["statements"], "[{b}]");
+        // The version moves with the reports (the newest one's time), so a
+        // consumer keyed on `@id` sees that the statements changed.
+        assert!(
+            org_vex["version"].as_i64().unwrap() >= vex["version"].as_i64().unwrap(),
+            "[{b}]"
+        );
+        assert!(vex["version"].as_i64().unwrap() > 1, "[{b}] {}", vex["version"]);
+        assert_eq!(vex["last_updated"], vex["timestamp"], "[{b}]");
+        // Nothing to state is no document (OpenVEX needs a statement).
+        let empty = common::uid(&s.create_group(Some(&org), "nothing-here").await);
+        let (status, body) = s.get(&format!("/registry/v1/vuln_reports/vex?group={empty}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "[{b}] {body}");
+        assert!(body.to_string().contains("NO_VEX_STATEMENTS"), "[{b}] {body}");
     }
 }
 

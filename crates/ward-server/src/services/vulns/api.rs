@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use base64::Engine as _;
 use serde_json::Value;
 use ward_core::registry::Digest;
 use ward_core::rpc;
@@ -254,7 +253,8 @@ impl Ward {
             .unwrap_or_else(|| "localhost".into())
     }
 
-    /// The OpenVEX document of one image's report.
+    /// The OpenVEX document of one image's report; empty when the report
+    /// has no statement (OpenVEX needs at least one).
     pub(crate) async fn image_vex(
         &self,
         repo: &RepoRecord,
@@ -262,10 +262,13 @@ impl Ward {
         r: &ReportRecord,
         eval: &Evaluation,
     ) -> Result<String> {
+        if eval.statements.is_empty() {
+            return Ok(String::new());
+        }
         let path = self.repo_path(repo).await?;
         let product = super::vex::product_id(&self.registry_host(), &path, &repo.name, digest);
         let id = format!("{}/vex/{}/{}", self.api_url.trim_end_matches('/'), repo.uid, digest);
-        let doc = super::vex::document(&id, &rfc3339(r.create_time), &[(product, eval)]);
+        let doc = super::vex::document(&id, &rfc3339(r.create_time), r.create_time, &[(product, eval)]);
         serde_json::to_string_pretty(&doc).map_err(Error::internal)
     }
 
@@ -334,13 +337,20 @@ impl Ward {
                 break;
             }
         }
+        if products.is_empty() {
+            return Err(Error::precondition(
+                "NO_VEX_STATEMENTS",
+                scope.as_str(),
+                "no image here has a VEX statement (nothing is matched or decided), and an OpenVEX document needs one",
+            ));
+        }
         let id = format!("{}/vex/{}", self.api_url.trim_end_matches('/'), scope.as_str());
-        let time = rfc3339(if newest > 0 { newest } else { self.clock.now_millis() });
+        let time = rfc3339(newest);
         let images = products.len();
         let document = self
             .cpu(move || {
                 let refs: Vec<(String, &Evaluation)> = products.iter().map(|(p, e)| (p.clone(), e)).collect();
-                serde_json::to_string_pretty(&super::vex::document(&id, &time, &refs))
+                serde_json::to_string_pretty(&super::vex::document(&id, &time, newest, &refs))
             })
             .await?
             .map_err(Error::internal)?;
@@ -762,17 +772,25 @@ impl Ward {
             n if n <= 0 => 50,
             n => (n as u32).min(MAX_AFFECTED_PAGE),
         };
+        // Signed and bound to the id asked about, as every listing's token.
+        let fingerprint = format!("affected-images|{id}");
         let mut after: Option<(String, String)> = if req.page_token.is_empty() {
             None
         } else {
-            let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(&req.page_token)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
-                .ok_or_else(|| Error::invalid("page_token", "not a page token this query returned"))?;
-            let (r, d) = super::split_key(&raw)
-                .ok_or_else(|| Error::invalid("page_token", "not a page token this query returned"))?;
-            Some((r.to_owned(), d.to_owned()))
+            self.page_tokens
+                .open(&req.page_token, &fingerprint, self.clock.now_millis())?
+                .and_then(|(c, _)| match c.key {
+                    ward_core::listing::CursorKey::Text(repo) => Some((repo, c.uid)),
+                    ward_core::listing::CursorKey::Millis(_) => None,
+                })
+        };
+        let token = |repo: &str, digest: &str| {
+            let cursor = ward_core::listing::Cursor {
+                key: ward_core::listing::CursorKey::Text(repo.to_owned()),
+                uid: digest.to_owned(),
+            };
+            self.page_tokens
+                .issue(&fingerprint, &cursor, 0, self.clock.now_millis())
         };
         // The id, and the ids of the records and advisories the caller may
         // read (or that are public) that list it as an alias: another
@@ -829,11 +847,7 @@ impl Ward {
                 }
                 if items.len() as u32 == size {
                     // One more exists: the page ends before it.
-                    let k = items
-                        .last()
-                        .map(|l| super::key(&l.repo_id, &l.digest))
-                        .unwrap_or_default();
-                    next = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(k);
+                    next = items.last().map(|l| token(&l.repo_id, &l.digest)).unwrap_or_default();
                     break 'walk;
                 }
                 let Some(repo) = self.store.get_repo(&uid).await? else {
@@ -871,7 +885,7 @@ impl Ward {
             && next.is_empty()
             && let Some((r, d)) = &after
         {
-            next = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(super::key(r, d));
+            next = token(r, d);
         }
         Ok(v1::AffectedImageList {
             items,

@@ -337,10 +337,15 @@ fn ecosystem_fits(osv: &str, eco: Ecosystem, p: &Package) -> bool {
     }
     match eco {
         Ecosystem::Apk | Ecosystem::Debian | Ecosystem::Rpm => {
-            let (distro, release) = match osv.split_once(':') {
-                Some((d, r)) => (d.to_ascii_lowercase(), Some(r.trim_start_matches('v'))),
-                None => (osv.to_ascii_lowercase(), None),
-            };
+            // The release is the first part that is a number: Alpine's
+            // `Alpine:v3.18`, Debian's `Debian:12`, and Ubuntu's
+            // `Ubuntu:22.04:LTS` and `Ubuntu:Pro:18.04:LTS` as Canonical
+            // publishes them.
+            let mut parts = osv.split(':');
+            let distro = parts.next().unwrap_or_default().to_ascii_lowercase();
+            let release = parts
+                .map(|r| r.trim_start_matches('v'))
+                .find(|r| r.starts_with(|c: char| c.is_ascii_digit()));
             let same_distro = match p.namespace.as_deref() {
                 Some(ns) if !ns.is_empty() => {
                     let ns = ns.to_ascii_lowercase();
@@ -376,17 +381,26 @@ pub fn name_variants(name: &str) -> Vec<String> {
 /// Names a package may be listed under in advisory data: as inventoried,
 /// and in its purl's normalized form.
 pub fn lookup_names(p: &Package) -> Vec<String> {
-    let mut v = name_variants(&p.name);
+    // A package is identified by its purl: an SBOM's own name for the
+    // component (which may say anything) is not looked up.
+    let purl = ward_sbom::Purl::parse(&p.purl).ok();
+    let name = purl.as_ref().map_or(p.name.as_str(), |u| u.name.as_str());
+    let mut v = name_variants(name);
+    // The purl's normalized name (`jinja2`) and the name as written
+    // (`Jinja2`, as records may name it too) are one package.
+    if name != p.name && normalize_pypi(name) == normalize_pypi(&p.name) {
+        v.extend(name_variants(&p.name));
+    }
     // A distribution's binary package is also known by its source package
     // (libssl3 by openssl), which advisories name.
-    if let Some(upstream) = purl_qualifier(&p.purl, "upstream") {
-        v.extend(name_variants(&upstream));
+    if let Some(upstream) = purl.as_ref().and_then(|u| u.qualifier("upstream")) {
+        v.extend(name_variants(upstream));
     }
     if let Some(ns) = &p.namespace
         && matches!(p.purl_type.as_str(), "npm" | "golang" | "maven")
     {
         let sep = if p.purl_type == "maven" { ":" } else { "/" };
-        v.push(format!("{}{sep}{}", ns.replace("%40", "@"), p.name));
+        v.push(format!("{}{sep}{}", ns.replace("%40", "@"), name));
     }
     v.sort();
     v.dedup();
@@ -394,7 +408,7 @@ pub fn lookup_names(p: &Package) -> Vec<String> {
 }
 
 fn same_name(a: &str, names: &[String], p: &Package) -> bool {
-    names.iter().any(|n| n == a) || (p.purl_type == "pypi" && normalize_pypi(a) == normalize_pypi(&p.name))
+    names.iter().any(|n| n == a) || (p.purl_type == "pypi" && names.contains(&normalize_pypi(a)))
 }
 
 fn normalize_pypi(s: &str) -> String {
@@ -888,6 +902,40 @@ mod tests {
         );
         let recs = [record("CGA-a", &["CVE-2023-3"], "Wolfi", "openssl", "0", "3.1.4-r1")];
         assert_eq!(ids(&evaluate(&[wolfi], &recs, &[])), [("CVE-2023-3", 1)]);
+        // Ubuntu's ecosystems as Canonical publishes them.
+        let curl = pkg(
+            "pkg:deb/ubuntu/curl@7.81.0-1ubuntu1.10?arch=amd64&distro=ubuntu-22.04",
+            Some("ubuntu"),
+            "curl",
+            "7.81.0-1ubuntu1.10",
+        );
+        for eco in ["Ubuntu:22.04:LTS", "Ubuntu:Pro:22.04:LTS", "Ubuntu:22.04", "Ubuntu"] {
+            let recs = [record("USN-1", &["CVE-2024-7"], eco, "curl", "0", "7.81.0-1ubuntu1.15")];
+            assert_eq!(
+                ids(&evaluate(std::slice::from_ref(&curl), &recs, &[])),
+                [("CVE-2024-7", 1)],
+                "{eco}"
+            );
+        }
+        let recs = [record("USN-2", &["CVE-2024-8"], "Ubuntu:20.04:LTS", "curl", "0", "9")];
+        assert!(evaluate(&[curl], &recs, &[]).matches.is_empty(), "another release");
+    }
+
+    #[test]
+    fn a_package_is_identified_by_its_purl_not_the_sboms_name_for_it() {
+        let recs = [record(
+            "PYSEC-1",
+            &["CVE-2018-18074"],
+            "PyPI",
+            "requests",
+            "0",
+            "2.20.0",
+        )];
+        let named_otherwise = pkg("pkg:pypi/requests@2.19.0", None, "foo", "2.19.0");
+        assert_eq!(ids(&evaluate(&[named_otherwise], &recs, &[])), [("CVE-2018-18074", 1)]);
+        let recs = [record("PYSEC-2", &["CVE-2099-1"], "PyPI", "foo", "0", "9")];
+        let foo_by_name_only = pkg("pkg:pypi/requests@2.19.0", None, "foo", "2.19.0");
+        assert!(evaluate(&[foo_by_name_only], &recs, &[]).matches.is_empty());
     }
 
     #[test]

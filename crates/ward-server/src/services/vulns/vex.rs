@@ -23,8 +23,12 @@ pub fn product_id(registry_host: &str, repo_path: &str, repo_name: &str, digest:
 
 /// One document for `(product, evaluation)` pairs, `timestamp` RFC 3339:
 /// the same statement (vulnerability, status, decision, package) about
-/// several images is one statement naming them all.
-pub fn document(id: &str, timestamp: &str, images: &[(String, &Evaluation)]) -> Value {
+/// several images is one statement naming them all. `version` is the time
+/// (milliseconds) of the newest report it holds: OpenVEX wants it larger
+/// whenever the statements under the same `@id` change, and they change
+/// only with a report. OpenVEX also wants at least one statement: callers
+/// answer "no document" when no image has one.
+pub fn document(id: &str, timestamp: &str, version: i64, images: &[(String, &Evaluation)]) -> Value {
     let mut grouped: BTreeMap<&Statement, Vec<&str>> = BTreeMap::new();
     for (product, eval) in images {
         for s in &eval.statements {
@@ -73,7 +77,8 @@ pub fn document(id: &str, timestamp: &str, images: &[(String, &Evaluation)]) -> 
         "@id": id,
         "author": "Ward",
         "timestamp": timestamp,
-        "version": 1,
+        "last_updated": timestamp,
+        "version": version,
         "tooling": format!("ward {}", env!("CARGO_PKG_VERSION")),
         "statements": statements,
     })
