@@ -258,10 +258,11 @@ pub async fn sbom(client: &Client, format: Format, image: &str) -> anyhow::Resul
                 s(p, "/version").to_owned(),
                 s(p, "/license").to_owned(),
                 s(p, "/purl").to_owned(),
+                s(p, "/description").to_owned(),
             ]
         })
         .collect();
-    output::table(&["NAME", "VERSION", "LICENSE", "PURL"], rows);
+    output::table(&["NAME", "VERSION", "LICENSE", "PURL", "FOUND IN"], rows);
     eprintln!("{} ({}); {}", s(&r, "/format"), s(&r, "/tool"), s(&r, "/description"));
     Ok(())
 }

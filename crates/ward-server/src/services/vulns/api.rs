@@ -96,7 +96,12 @@ fn package2(p: &ward_sbom::Package) -> tenant::Package2 {
         name: p.name.clone(),
         version: p.version.clone(),
         license: p.license.clone().unwrap_or_default(),
-        description: String::new(),
+        // Where the package was found: the SBOM's format, or the layer
+        // reader and the file it read.
+        description: match &p.location {
+            Some(path) => format!("{} at {path}", p.source.as_str()),
+            None => p.source.as_str().to_owned(),
+        },
         purl: p.purl.clone(),
     }
 }
@@ -504,7 +509,13 @@ impl Ward {
             authors: String::new(),
             source: if inv.source == "sbom" { 1 } else { 2 },
             name: i.name.clone().unwrap_or_default(),
-            description: format!("packages read from the image's {}", inv.source),
+            description: match i.skipped {
+                0 => format!("packages read from the image's {}", inv.source),
+                n => format!(
+                    "packages read from the image's {}; {n} entries skipped (no usable purl, name or version, or characters no text may hold)",
+                    inv.source
+                ),
+            },
             digest,
         })
     }
