@@ -35,6 +35,10 @@ pub enum VulnsCommand {
 /// An image reference split into repo (name or uid) and tag or digest.
 fn split_image(image: &str) -> anyhow::Result<(String, String)> {
     let (path, reference) = if let Some((p, d)) = image.split_once('@') {
+        // `repo:tag@sha256:…`: the digest names the image, the tag is a
+        // reminder (as docker and skopeo read it).
+        let slash = p.rfind('/').map_or(0, |i| i + 1);
+        let p = p[slash..].rfind(':').map_or(p, |i| &p[..slash + i]);
         (p, d.to_owned())
     } else {
         let slash = image.rfind('/').map_or(0, |i| i + 1);
@@ -301,6 +305,11 @@ mod tests {
         assert_eq!(p("app:1.0"), ("app".into(), "1.0".into()));
         assert_eq!(p("acme/app"), ("app".into(), "latest".into()));
         assert_eq!(p("localhost:5000/acme/app:v2"), ("app".into(), "v2".into()));
+        assert_eq!(p("app:v1@sha256:ab"), ("app".into(), "sha256:ab".into()));
+        assert_eq!(
+            p("localhost:5000/acme/app:v1@sha256:ab"),
+            ("app".into(), "sha256:ab".into())
+        );
         assert_eq!(
             p("reg.example/acme/team/app@sha256:ab"),
             ("team/app".into(), "sha256:ab".into())

@@ -327,7 +327,19 @@ impl<'a> Collector<'a> {
         Ok(())
     }
 
+    /// Adds a package, or skips (and counts) one whose text holds a
+    /// character no stored text may (control, bidirectional-override,
+    /// zero-width): it would display as another package.
     pub(crate) fn push(&mut self, package: Package) -> Result<(), Error> {
+        let text = [Some(&package.name), Some(&package.version), package.license.as_ref()];
+        if text
+            .into_iter()
+            .flatten()
+            .any(|t| t.chars().any(ward_core::names::is_forbidden_char))
+        {
+            self.skip();
+            return Ok(());
+        }
         self.count(self.packages.len() + 1)?;
         self.packages.push(package);
         Ok(())

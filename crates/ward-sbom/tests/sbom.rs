@@ -280,6 +280,19 @@ fn statements_that_are_not_sboms() {
 }
 
 #[test]
+fn text_that_displays_as_other_text_is_skipped() {
+    let doc = r#"{"bomFormat":"CycloneDX","specVersion":"1.5","components":[
+        {"type":"library","name":"ok","version":"1.0","purl":"pkg:pypi/ok@1.0"},
+        {"type":"library","name":"evil","version":"1.0\u202e","purl":"pkg:pypi/evil"},
+        {"type":"library","name":"zw\u200bsp","version":"1.0","purl":"pkg:pypi/zwsp@1.0"},
+        {"type":"library","name":"lic","version":"1.0","purl":"pkg:pypi/lic@1.0",
+         "licenses":[{"license":{"name":"MIT\u001b[31m"}}]}]}"#;
+    let inv = parse(doc);
+    assert_eq!(purls(&inv), ["pkg:pypi/ok@1.0"]);
+    assert_eq!(inv.skipped, 3);
+}
+
+#[test]
 fn malformed_and_foreign_json() {
     let limits = Limits::default();
     for (doc, want_json_error) in [

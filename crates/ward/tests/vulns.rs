@@ -596,7 +596,13 @@ async fn reports_follow_layers_sboms_and_the_teams_decisions() {
         let _ = fix_id;
 
         // Which images does it affect? By CVE and by either alias.
-        for id in ["CVE-2018-18074", "GHSA-x84v-xcm2-53pg", "PYSEC-2018-28"] {
+        for id in [
+            "CVE-2018-18074",
+            "GHSA-x84v-xcm2-53pg",
+            "PYSEC-2018-28",
+            "cve-2018-18074",
+            "ghsa-X84V-xcm2-53pg",
+        ] {
             let (status, page) = s.get(&format!("/registry/v1/vuln_reports/affected?id={id}")).await;
             assert_eq!(status, StatusCode::OK, "[{b}] {page}");
             let items = page["items"].as_array().unwrap();
@@ -1385,5 +1391,19 @@ async fn an_spdx_sbom_is_read_and_returned_byte_for_byte() {
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] {config}");
         assert_eq!(config["user"], "65532", "[{b}] {config}");
+        // A config that is no JSON is said so, not shown as an empty one.
+        let junk = b"not a config";
+        let c = common::push_blob(&s, "acme/app", junk).await;
+        let m = json!({
+            "schemaVersion": 2, "mediaType": MANIFEST,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": c, "size": junk.len()},
+            "layers": [],
+        });
+        let bad = common::push_manifest(&s, "acme/app", "junk", MANIFEST, &m).await;
+        let (status, body) = s
+            .get(&format!("/registry/v1/repos/{repo}/digests/{bad}/imageconfig"))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "[{b}] {body}");
+        assert!(body.to_string().contains("CONFIG_NOT_JSON"), "[{b}] {body}");
     }
 }

@@ -586,8 +586,22 @@ impl Ward {
                 format!("the config is over {MAX_CONFIG_BYTES} bytes"),
             ));
         }
-        let bytes = self.blob_bytes_public(blob, size).await?.unwrap_or_default();
-        let c: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let bytes = self
+            .blob_bytes_public(blob, size)
+            .await?
+            .ok_or_else(|| Error::precondition("CONFIG_MISSING", &digest, "the image's config blob is not stored"))?;
+        // A config that is no JSON object is said so, not shown as empty;
+        // one without a `config` (an artifact's `{}`) has nothing to show.
+        let c: Value = match serde_json::from_slice(&bytes) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                return Err(Error::precondition(
+                    "CONFIG_NOT_JSON",
+                    &digest,
+                    "the image's config is not a JSON object",
+                ));
+            }
+        };
         let c = c.get("config").cloned().unwrap_or(Value::Null);
         let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
         let list = |k: &str| -> Vec<String> {
@@ -779,6 +793,15 @@ impl Ward {
                 "a vulnerability id or alias, such as CVE-2024-3094",
             ));
         }
+        // CVE and GHSA ids as their databases spell them, however typed.
+        let prefix = |p: &str| id.get(..p.len()).is_some_and(|h| h.eq_ignore_ascii_case(p));
+        let id = &if prefix("cve-") {
+            id.to_ascii_uppercase()
+        } else if prefix("ghsa-") {
+            format!("GHSA-{}", id[5..].to_ascii_lowercase())
+        } else {
+            id.to_owned()
+        };
         let size = match req.page_size {
             n if n <= 0 => 50,
             n => (n as u32).min(MAX_AFFECTED_PAGE),
