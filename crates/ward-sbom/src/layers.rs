@@ -333,15 +333,19 @@ fn read_bounded<R: Read>(r: &mut R, max: u64) -> io::Result<Vec<u8>> {
     Ok(data)
 }
 
-/// Normalizes a tar path: no leading "./" or "/", no empty or "." segments.
-/// None for paths with ".." (they would escape the root; no well-formed layer
-/// has them).
+/// Normalizes a tar path: no leading "./" or "/", no empty or "." segments,
+/// and ".." resolved within the root (a ".." at the root stays there), as
+/// containerd unpacks it: `../../lib/apk/db/installed` is where a running
+/// container finds the apk database, so it is read as that (an image cannot
+/// hide its packages from the inventory behind "..").
 pub(crate) fn normalize(path: &str) -> Option<String> {
     let mut segments = Vec::new();
     for seg in path.split('/') {
         match seg {
             "" | "." => {}
-            ".." => return None,
+            ".." => {
+                segments.pop();
+            }
             s => segments.push(s),
         }
     }
@@ -456,7 +460,11 @@ mod tests {
     fn paths() {
         assert_eq!(normalize("./usr//lib/./x").as_deref(), Some("usr/lib/x"));
         assert_eq!(normalize("/etc/os-release").as_deref(), Some("etc/os-release"));
-        assert_eq!(normalize("a/../etc/passwd"), None);
+        assert_eq!(normalize("a/../etc/passwd").as_deref(), Some("etc/passwd"));
+        assert_eq!(
+            normalize("../../lib/apk/db/installed").as_deref(),
+            Some("lib/apk/db/installed")
+        );
         assert_eq!(normalize("./").as_deref(), Some(""));
     }
 
