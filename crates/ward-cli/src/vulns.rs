@@ -291,7 +291,12 @@ pub async fn group_vex(client: &Client, group: &str) -> anyhow::Result<()> {
     let r = client
         .call::<(), Value>(Method::GET, "/registry/v1/vuln_reports/vex", &[("group", uid)], None)
         .await?;
-    println!("{}", s(&r, "/document"));
+    let doc = s(&r, "/document");
+    anyhow::ensure!(
+        !doc.is_empty(),
+        "no image in {group} has a VEX statement (nothing is matched or decided), and an OpenVEX document needs one"
+    );
+    println!("{doc}");
     Ok(())
 }
 

@@ -343,11 +343,11 @@ impl Ward {
             }
         }
         if products.is_empty() {
-            return Err(Error::precondition(
-                "NO_VEX_STATEMENTS",
-                scope.as_str(),
-                "no image here has a VEX statement (nothing is matched or decided), and an OpenVEX document needs one",
-            ));
+            // OpenVEX needs a statement: no image with one, no document.
+            return Ok(v1::VexExport {
+                document: String::new(),
+                images: 0,
+            });
         }
         let id = format!("{}/vex/{}", self.api_url.trim_end_matches('/'), scope.as_str());
         let time = rfc3339(newest);
