@@ -68,6 +68,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0019_feed_name_packages.sql"),
     include_str!("../migrations/sqlite/0020_subscription_tails.sql"),
     include_str!("../migrations/sqlite/0021_report_compression.sql"),
+    include_str!("../migrations/sqlite/0022_finding_ids.sql"),
 ];
 
 const PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \

@@ -337,8 +337,8 @@ impl VulnStore for PostgresStore {
             written.extend(q.fetch_all(&mut *tx).await.map_err(e)?);
         }
         // The findings of the written reports: what is stored, then one
-        // statement each for new or changed ones, their ids, and the
-        // resolved ones.
+        // statement each for new or changed ones (with the ids they answer
+        // to, migration 0022) and the resolved ones.
         let (repos, digests): (Vec<String>, Vec<String>) = written.iter().cloned().unzip();
         let stored: Vec<(String, String, String, String, String, Option<i64>)> = sqlx::query_as(
             "SELECT f.repo_uid, f.digest, f.vuln_id, f.severity, f.aliases, f.resolved_at \
@@ -356,7 +356,6 @@ impl VulnStore for PostgresStore {
             .collect();
         let mut upsert: [Vec<String>; 5] = Default::default();
         let mut first_seen: Vec<i64> = Vec::new();
-        let mut ids: [Vec<String>; 4] = Default::default();
         let mut resolve: [Vec<String>; 3] = Default::default();
         let mut resolve_at: Vec<i64> = Vec::new();
         for w in writes {
@@ -380,11 +379,6 @@ impl VulnStore for PostgresStore {
                     col.push(v.clone());
                 }
                 first_seen.push(w.report.create_time);
-                for id in std::iter::once(&f.vuln_id).chain(&f.aliases) {
-                    for (col, v) in ids.iter_mut().zip([&f.repo_uid, &f.digest, &f.vuln_id, id]) {
-                        col.push(v.clone());
-                    }
-                }
             }
             let gone: Vec<(String, String, String)> = before
                 .iter()
@@ -401,10 +395,12 @@ impl VulnStore for PostgresStore {
         }
         if !first_seen.is_empty() {
             sqlx::query(
-                "INSERT INTO vuln_findings (repo_uid, digest, vuln_id, severity, aliases, first_seen) \
-                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) \
+                "INSERT INTO vuln_findings (repo_uid, digest, vuln_id, severity, aliases, first_seen, ids) \
+                 SELECT k.*, ARRAY[k.vuln_id] || ARRAY(SELECT jsonb_array_elements_text(k.aliases::jsonb)) \
+                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) \
+                 AS k(repo_uid, digest, vuln_id, severity, aliases, first_seen) \
                  ON CONFLICT (repo_uid, digest, vuln_id) DO UPDATE SET severity = excluded.severity, \
-                 aliases = excluded.aliases, resolved_at = NULL",
+                 aliases = excluded.aliases, ids = excluded.ids, resolved_at = NULL",
             )
             .bind(&upsert[0])
             .bind(&upsert[1])
@@ -412,17 +408,6 @@ impl VulnStore for PostgresStore {
             .bind(&upsert[3])
             .bind(&upsert[4])
             .bind(&first_seen)
-            .execute(&mut *tx)
-            .await
-            .map_err(e)?;
-            sqlx::query(
-                "INSERT INTO vuln_finding_ids (repo_uid, digest, vuln_id, id) \
-                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[]) ON CONFLICT DO NOTHING",
-            )
-            .bind(&ids[0])
-            .bind(&ids[1])
-            .bind(&ids[2])
-            .bind(&ids[3])
             .execute(&mut *tx)
             .await
             .map_err(e)?;
@@ -564,14 +549,13 @@ impl VulnStore for PostgresStore {
         }
         let after = after.cloned().unwrap_or_default();
         let within = match scopes {
-            Some(s) => within_sql("i.repo_uid", s.len(), 5, true),
+            Some(s) => within_sql("repo_uid", s.len(), 5, true),
             None => "TRUE".into(),
         };
         let sql = format!(
-            "SELECT DISTINCT i.repo_uid, i.digest, i.vuln_id FROM vuln_finding_ids i JOIN vuln_findings f \
-             ON f.repo_uid = i.repo_uid AND f.digest = i.digest AND f.vuln_id = i.vuln_id \
-             WHERE i.id = ANY($1) AND f.resolved_at IS NULL AND (i.repo_uid, i.digest) > ($2, $3) AND {within} \
-             ORDER BY i.repo_uid, i.digest, i.vuln_id LIMIT $4"
+            "SELECT repo_uid, digest, vuln_id FROM vuln_findings \
+             WHERE ids && $1::text[] AND resolved_at IS NULL AND (repo_uid, digest) > ($2, $3) AND {within} \
+             ORDER BY repo_uid, digest, vuln_id LIMIT $4"
         );
         let mut q = sqlx::query_as(&sql)
             .bind(ids)
