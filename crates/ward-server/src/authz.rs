@@ -113,6 +113,21 @@ pub struct Caller {
     pub claims: Arc<ward_auth::Claims>,
 }
 
+impl Caller {
+    /// The organizations (root groups) the caller has bindings in, sorted,
+    /// without repeats.
+    pub fn organizations(&self) -> Vec<&str> {
+        let mut roots: Vec<&str> = self
+            .grants
+            .iter()
+            .map(|(s, _)| s.split('/').next().unwrap_or(s))
+            .collect();
+        roots.sort_unstable();
+        roots.dedup();
+        roots
+    }
+}
+
 impl Ward {
     /// Verifies the `Authorization` header value and returns the caller with
     /// their current grants.

@@ -1283,6 +1283,65 @@ async fn counts_by_day_and_resolved_vulnerabilities_follow_the_tag() {
         assert_eq!(status, StatusCode::OK, "[{b}] {r}");
         assert_eq!(r["items"][0]["resolvedVulns"][0]["id"], "CVE-2018-18074", "[{b}] {r}");
 
+        // The SDK's `repo` is "the name of the repo": its bare name or its
+        // registry path answer as its uid does (each item echoing it).
+        for name in ["app", "acme/app", &format!("{org}/app")] {
+            let (status, by_name) = s
+                .get(&format!(
+                    "/registry/v1/vuln_reports/counts?repo={}&tag=v1&{range}",
+                    common::enc(name)
+                ))
+                .await;
+            assert_eq!(status, StatusCode::OK, "[{b}] {name}: {by_name}");
+            let items = by_name["items"].as_array().unwrap();
+            assert_eq!(items.len(), 2, "[{b}] {name}: {by_name}");
+            assert_eq!(items[0]["repo"], name, "[{b}]");
+            assert_eq!(
+                ids(&items[0], "cveIds"),
+                ids(&counts["items"][0], "cveIds"),
+                "[{b}] {name}"
+            );
+        }
+        let (status, none) = s
+            .get(&format!("/registry/v1/vuln_reports/counts?repo=nope&tag=v1&{range}"))
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "[{b}] {none}");
+        let by_path = common::enc(&json!({"repo": "acme/app", "tags": ["v1"]}).to_string());
+        let (status, r) = s
+            .get(&format!(
+                "/advisory/v2/images/resolvedVulns?imageRefs={by_path}&{times}"
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {r}");
+        assert_eq!(
+            r["resolvedVulnsReports"][0]["resolvedVulns"][0]["id"], "CVE-2018-18074",
+            "[{b}] {r}"
+        );
+        // The range the SDK marks REQUIRED is required; no tags is `latest`.
+        for missing in [
+            format!("imageRefs={refs}&startTime={}", rfc3339(day0)),
+            format!("imageRefs={refs}&endTime={}", rfc3339(day0)),
+        ] {
+            let (status, r) = s.get(&format!("/advisory/v2/images/resolvedVulns?{missing}")).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "[{b}] {missing}: {r}");
+        }
+        let latest = common::enc(&json!({"repo": repo}).to_string());
+        let (status, r) = s
+            .get(&format!("/advisory/v2/images/resolvedVulns?imageRefs={latest}&{times}"))
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "[{b}] no `latest` tag yet: {r}");
+        assert!(r.to_string().contains("latest"), "[{b}] {r}");
+        let plain = layer(&[(
+            &format!("{site}/urllib3-1.24.1.dist-info/METADATA"),
+            &metadata("urllib3", "1.24.1"),
+        )]);
+        let l = push_layers(&s, "acme/app", "latest", &[plain]).await;
+        assert_eq!(settled(&s, &s.token, &repo, &l).await.0, StatusCode::OK, "[{b}]");
+        let (status, r) = s
+            .get(&format!("/advisory/v2/images/resolvedVulns?imageRefs={latest}&{times}"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] `latest` now: {r}");
+
         // Another organization's owner sees neither.
         let other = common::uid(&s.create_group(None, "other").await);
         let (_, outsider) = common::person(&s, "outsider", &[(&other, "owner")]).await;
@@ -1299,7 +1358,17 @@ async fn counts_by_day_and_resolved_vulnerabilities_follow_the_tag() {
             .call_as(
                 &outsider,
                 Method::GET,
-                &format!("/advisory/v2/images/resolvedVulns?imageRefs={refs}"),
+                &format!("/advisory/v2/images/resolvedVulns?imageRefs={refs}&{times}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "[{b}]");
+        // Nor by its name: the outsider's organizations have no `app`.
+        let (status, _) = s
+            .call_as(
+                &outsider,
+                Method::GET,
+                &format!("/registry/v1/vuln_reports/counts?repo=app&tag=v1&{range}"),
                 None,
             )
             .await;
@@ -1367,7 +1436,7 @@ async fn an_spdx_sbom_is_read_and_returned_byte_for_byte() {
         let repo = repo_uid(&s, &org, "app").await;
         let (status, report) = settled(&s, &s.token, &repo, &digest).await;
         assert_eq!((status, pairs(&report).len()), (StatusCode::OK, 0), "[{b}] {report}");
-        push_referrer(&s, "acme/app", &digest, "application/spdx+json", SPDX.as_bytes()).await;
+        let sbom_digest = push_referrer(&s, "acme/app", &digest, "application/spdx+json", SPDX.as_bytes()).await;
         let sbom_path = format!("/registry/v1/repos/{repo}/digests/{digest}/sbom");
         let sbom = until(&s, &sbom_path, "the SPDX inventory", |v| v["source"] == "INGESTED").await;
         assert_eq!(sbom["format"], "spdx-2.3", "[{b}] {sbom}");
@@ -1397,6 +1466,43 @@ async fn an_spdx_sbom_is_read_and_returned_byte_for_byte() {
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] {config}");
         assert_eq!(config["user"], "65532", "[{b}] {config}");
+        // `arch` names the platform: this image's, or an error (so does
+        // GetSbom's); the SBOM's own manifest is no image.
+        let (status, _) = s
+            .get(&format!(
+                "/registry/v1/repos/{repo}/digests/{digest}/imageconfig?arch=amd64"
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}]");
+        for path in [
+            format!("/registry/v1/repos/{repo}/digests/{digest}/imageconfig?arch=arm64"),
+            format!("/registry/v1/repos/{repo}/digests/{digest}/sbom?arch=arm64"),
+        ] {
+            let (status, body) = s.get(&path).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "[{b}] {path}: {body}");
+            assert!(body.to_string().contains("arch"), "[{b}] {body}");
+        }
+        // The scanner and time a report is asked of: Ward's own, current.
+        let (status, list) = s
+            .get(&format!(
+                "/registry/v1/vuln_reports?repo_id={repo}&digest={digest}&scanner.name=GRYPE"
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {list}");
+        assert_eq!(list["items"], json!([]), "[{b}] no Grype report: {list}");
+        let raw = format!("/registry/v1/vuln_reports/raw?repo_id={repo}&digest={digest}");
+        let (status, _) = s.get(&format!("{raw}&scanner=TRIVY")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "[{b}]");
+        let (status, body) = s.get(&format!("{raw}&createdAt=1970-01-01T00:00:01Z")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "[{b}] {body}");
+        let now = rfc3339(s.clock.now_millis() + 1000);
+        let (status, body) = s.get(&format!("{raw}&createdAt={now}")).await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {body}");
+        let (status, body) = s
+            .get(&format!("/registry/v1/repos/{repo}/digests/{sbom_digest}/imageconfig"))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "[{b}] {body}");
+        assert!(body.to_string().contains("NOT_AN_IMAGE"), "[{b}] {body}");
         // A config that is no JSON is said so, not shown as an empty one.
         let junk = b"not a config";
         let c = common::push_blob(&s, "acme/app", junk).await;

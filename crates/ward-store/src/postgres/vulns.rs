@@ -641,7 +641,7 @@ impl VulnStore for PostgresStore {
     async fn advisories_naming(&self, names: &[String], scopes: &[String]) -> Result<Vec<AdvisoryRecord>> {
         let sql = format!(
             "SELECT {ADVISORY_COLUMNS} FROM advisories WHERE delete_time IS NULL AND \
-             (artifact_name = ANY($1) OR component_name = ANY($1)) AND {} ORDER BY uid",
+             (artifact_name = ANY($1) OR component_name = ANY($1) OR origin = ANY($1)) AND {} ORDER BY uid",
             within_sql("parent_uid", scopes.len(), 2, true)
         );
         let mut q = sqlx::query_as(&sql).bind(names);

@@ -621,7 +621,7 @@ impl VulnStore for SqliteStore {
                 let within = within_sql("parent_uid", scopes.len(), 1 + chunk.len(), false);
                 let sql = format!(
                     "SELECT {ADVISORY_COLUMNS} FROM advisories WHERE delete_time IS NULL AND \
-                     (artifact_name IN ({list}) OR component_name IN ({list})) AND {within}"
+                     (artifact_name IN ({list}) OR component_name IN ({list}) OR origin IN ({list})) AND {within}"
                 );
                 let binds: Vec<&String> = chunk.iter().chain(&scopes).collect();
                 let rows = c

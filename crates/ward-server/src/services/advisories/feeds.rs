@@ -160,9 +160,21 @@ pub fn parse_record(parent_uid: &str, body: String, now_ms: i64) -> std::result:
                     entry.insert(k.to_owned(), x.clone());
                 }
             }
-            match packages.iter_mut().find(|(e, n, _)| e == ecosystem && n == name) {
-                Some((_, _, entries)) => entries.push(Value::Object(entry)),
-                None => packages.push((ecosystem.to_owned(), name.to_owned(), vec![Value::Object(entry)])),
+            // A PyPI project is also indexed under its PEP 503 name, the
+            // one an image's package is looked up by (`jw.util` is
+            // `jw-util`).
+            let mut names = vec![name.to_owned()];
+            if ecosystem.eq_ignore_ascii_case("pypi") {
+                let normalized = crate::services::vulns::matching::normalize_pypi(name);
+                if normalized != name {
+                    names.push(normalized);
+                }
+            }
+            for name in names {
+                match packages.iter_mut().find(|(e, n, _)| e == ecosystem && *n == name) {
+                    Some((_, _, entries)) => entries.push(Value::Object(entry.clone())),
+                    None => packages.push((ecosystem.to_owned(), name, vec![Value::Object(entry.clone())])),
+                }
             }
         }
     }
@@ -387,13 +399,13 @@ mod tests {
         assert_eq!(r.aliases, ["CVE-2021-1", "GHSA-x"]);
         assert_eq!(
             r.packages,
-            [FeedPackage {
+            ["Pillow", "pillow"].map(|name| FeedPackage {
                 ecosystem: "PyPI".into(),
-                name: "Pillow".into(),
+                name: name.into(),
                 affected: r#"[{"ranges":[{"events":[{"introduced":"0"},{"fixed":"8.1.1"}],"type":"ECOSYSTEM"}]},{}]"#
                     .into(),
-            }],
-            "both entries' ranges, nothing else"
+            }),
+            "both entries' ranges, nothing else; under the name as written and its PEP 503 form"
         );
         assert_eq!(r.modified, 1_614_600_000_000);
         assert_eq!(r.withdrawn, None);

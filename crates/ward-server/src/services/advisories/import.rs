@@ -170,7 +170,13 @@ impl Ward {
                     parent.as_str(),
                     items
                         .iter()
-                        .flat_map(|i| [i.record.artifact_name.clone(), i.record.component_name.clone()])
+                        .flat_map(|i| {
+                            [
+                                i.record.artifact_name.clone(),
+                                i.record.component_name.clone(),
+                                i.record.origin.clone(),
+                            ]
+                        })
                         .collect(),
                 )
                 .await;

@@ -133,7 +133,11 @@ impl Ward {
                     let uid = Uidp::parse("uid", &record.uid)?;
                     self.on_advisories_changed(
                         &record.parent_uid,
-                        vec![record.artifact_name.clone(), record.component_name.clone()],
+                        vec![
+                            record.artifact_name.clone(),
+                            record.component_name.clone(),
+                            record.origin.clone(),
+                        ],
                     )
                     .await;
                     return self.advisory_by_uid(&uid).await;
@@ -196,6 +200,7 @@ impl Ward {
             vec![
                 cur.artifact_name.clone(),
                 cur.component_name.clone(),
+                cur.origin.clone(),
                 f.artifact_name.clone(),
                 f.component_name.clone(),
             ],
@@ -221,7 +226,7 @@ impl Ward {
     /// Re-evaluates the images holding the packages an advisory names.
     async fn advisory_names_changed(&self, uid: &Uidp) {
         if let Ok(Some(a)) = self.store.get_advisory(uid).await {
-            self.on_advisories_changed(&a.parent_uid, vec![a.artifact_name, a.component_name])
+            self.on_advisories_changed(&a.parent_uid, vec![a.artifact_name, a.component_name, a.origin])
                 .await;
         }
     }

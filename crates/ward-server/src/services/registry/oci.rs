@@ -488,14 +488,13 @@ impl Ward {
         let mine: Option<Vec<Uidp>> = if caller.is_admin {
             None
         } else {
-            let mut roots: Vec<&str> = caller
-                .grants
-                .iter()
-                .map(|(s, _)| s.split('/').next().unwrap_or(s))
-                .collect();
-            roots.sort_unstable();
-            roots.dedup();
-            Some(roots.into_iter().filter_map(|r| Uidp::parse("org", r).ok()).collect())
+            Some(
+                caller
+                    .organizations()
+                    .into_iter()
+                    .filter_map(|r| Uidp::parse("org", r).ok())
+                    .collect(),
+            )
         };
         if mine.as_ref().is_some_and(Vec::is_empty) {
             return Ok(None);

@@ -477,8 +477,102 @@ impl Ward {
         Ok(Some(out))
     }
 
+    /// The manifest `arch` names at `digest`: an index's image for that
+    /// architecture (`default` when `arch` is empty; none: the index
+    /// itself), or the image itself when its config says that
+    /// architecture. INVALID_ARGUMENT on `arch` otherwise.
+    async fn platform(&self, repo: &str, digest: &str, arch: &str, default: Option<&str>) -> Result<(String, Value)> {
+        let m = self
+            .store
+            .get_manifest(repo, digest)
+            .await?
+            .ok_or_else(|| Error::not_found(MANIFEST_TYPE, digest))?;
+        let v: Value = serde_json::from_slice(&m.content).unwrap_or(Value::Null);
+        let wanted = if arch.is_empty() { default } else { Some(arch) };
+        let Some(wanted) = wanted else {
+            return Ok((digest.to_owned(), v));
+        };
+        if let Some(children) = v.get("manifests").and_then(Value::as_array) {
+            let child = children
+                .iter()
+                .find(|d| d.pointer("/platform/architecture").and_then(Value::as_str) == Some(wanted))
+                .and_then(|d| d.get("digest").and_then(Value::as_str))
+                .ok_or_else(|| Error::invalid("arch", "the index has no image for that architecture"))?
+                .to_owned();
+            let c = self
+                .store
+                .get_manifest(repo, &child)
+                .await?
+                .ok_or_else(|| Error::not_found(MANIFEST_TYPE, child.clone()))?;
+            return Ok((child, serde_json::from_slice(&c.content).unwrap_or(Value::Null)));
+        }
+        if !arch.is_empty() {
+            let config = self.image_config_json(digest, &v).await?;
+            let has = config.get("architecture").and_then(Value::as_str).unwrap_or("");
+            if has != arch {
+                return Err(Error::invalid(
+                    "arch",
+                    format!(
+                        "the image is for {:?}, not {:?}",
+                        ward_core::names::echo(has),
+                        ward_core::names::echo(arch)
+                    ),
+                ));
+            }
+        }
+        Ok((digest.to_owned(), v))
+    }
+
+    /// An image manifest's config blob as a JSON object: FAILED_PRECONDITION
+    /// when the manifest is no image, or its config is missing, too large
+    /// or not a JSON object.
+    async fn image_config_json(&self, digest: &str, manifest: &Value) -> Result<Value> {
+        if !super::inventory::is_image(manifest) {
+            return Err(Error::precondition(
+                "NOT_AN_IMAGE",
+                digest,
+                "the manifest is not an image (an artifact, signature or SBOM): it has no image config",
+            ));
+        }
+        let cfg = manifest
+            .get("config")
+            .ok_or_else(|| Error::precondition("NOT_AN_IMAGE", digest, "the manifest has no config"))?;
+        let (Some(blob), Some(size)) = (
+            cfg.get("digest").and_then(Value::as_str),
+            cfg.get("size").and_then(Value::as_u64),
+        ) else {
+            return Err(Error::precondition(
+                "NOT_AN_IMAGE",
+                digest,
+                "the manifest's config has no digest or size",
+            ));
+        };
+        if size > MAX_CONFIG_BYTES {
+            return Err(Error::precondition(
+                "CONFIG_TOO_LARGE",
+                digest,
+                format!("the config is over {MAX_CONFIG_BYTES} bytes"),
+            ));
+        }
+        let bytes = self
+            .blob_bytes_public(blob, size)
+            .await?
+            .ok_or_else(|| Error::precondition("CONFIG_MISSING", digest, "the image's config blob is not stored"))?;
+        // A config that is no JSON object is said so, not shown as empty.
+        match serde_json::from_slice(&bytes) {
+            Ok(v @ Value::Object(_)) => Ok(v),
+            _ => Err(Error::precondition(
+                "CONFIG_NOT_JSON",
+                digest,
+                "the image's config is not a JSON object",
+            )),
+        }
+    }
+
     pub async fn get_sbom(&self, caller: &Caller, req: v1::SbomRequest) -> Result<tenant::Sbom2> {
         let (repo, digest) = self.image(caller, &rpc::GET_SBOM, &req.repo_id, &req.digest).await?;
+        // An index's SBOM is its images' union, or one architecture's.
+        let (digest, _) = self.platform(&repo.uid, &digest, &req.arch, None).await?;
         let (inv, stored) = self.ready_inventory(&repo.uid, &digest).await?;
         let raw = self.raw_sbom_bytes(&repo.uid, &stored).await?.unwrap_or_default();
         let i = &stored.inventory;
@@ -541,67 +635,9 @@ impl Ward {
         let (repo, digest) = self
             .image(caller, &rpc::GET_IMAGE_CONFIG, &req.repo_id, &req.digest)
             .await?;
-        let m = self
-            .store
-            .get_manifest(&repo.uid, &digest)
-            .await?
-            .ok_or_else(|| Error::not_found(MANIFEST_TYPE, digest.clone()))?;
-        let mut v: Value = serde_json::from_slice(&m.content).unwrap_or(Value::Null);
-        if let Some(children) = v.get("manifests").and_then(Value::as_array) {
-            let wanted = if req.arch.is_empty() {
-                "amd64"
-            } else {
-                req.arch.as_str()
-            };
-            let child = children
-                .iter()
-                .find(|d| d.pointer("/platform/architecture").and_then(Value::as_str) == Some(wanted))
-                .and_then(|d| d.get("digest").and_then(Value::as_str))
-                .ok_or_else(|| Error::invalid("arch", "the index has no image for that architecture"))?
-                .to_owned();
-            let c = self
-                .store
-                .get_manifest(&repo.uid, &child)
-                .await?
-                .ok_or_else(|| Error::not_found(MANIFEST_TYPE, child))?;
-            v = serde_json::from_slice(&c.content).unwrap_or(Value::Null);
-        }
-        let cfg = v
-            .get("config")
-            .ok_or_else(|| Error::precondition("NOT_AN_IMAGE", &digest, "the manifest has no config"))?;
-        let (Some(blob), Some(size)) = (
-            cfg.get("digest").and_then(Value::as_str),
-            cfg.get("size").and_then(Value::as_u64),
-        ) else {
-            return Err(Error::precondition(
-                "NOT_AN_IMAGE",
-                &digest,
-                "the manifest's config has no digest or size",
-            ));
-        };
-        if size > MAX_CONFIG_BYTES {
-            return Err(Error::precondition(
-                "CONFIG_TOO_LARGE",
-                &digest,
-                format!("the config is over {MAX_CONFIG_BYTES} bytes"),
-            ));
-        }
-        let bytes = self
-            .blob_bytes_public(blob, size)
-            .await?
-            .ok_or_else(|| Error::precondition("CONFIG_MISSING", &digest, "the image's config blob is not stored"))?;
-        // A config that is no JSON object is said so, not shown as empty;
-        // one without a `config` (an artifact's `{}`) has nothing to show.
-        let c: Value = match serde_json::from_slice(&bytes) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                return Err(Error::precondition(
-                    "CONFIG_NOT_JSON",
-                    &digest,
-                    "the image's config is not a JSON object",
-                ));
-            }
-        };
+        // An index's image for `arch`, amd64 when none is named.
+        let (image, v) = self.platform(&repo.uid, &digest, &req.arch, Some("amd64")).await?;
+        let c = self.image_config_json(&image, &v).await?;
         let c = c.get("config").cloned().unwrap_or(Value::Null);
         let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
         let list = |k: &str| -> Vec<String> {
@@ -709,6 +745,11 @@ impl Ward {
         };
         let since = f.created_since.map(|t| t.to_millis()).unwrap_or(i64::MIN);
         let mut items = Vec::new();
+        // Ward's reports are its own scanner's (`UNKNOWN` in the SDK's
+        // enum): a filter on Grype's or Trivy's finds none.
+        if f.scanner.as_ref().is_some_and(|s| s.name != 0) {
+            return Ok(v1::VulnReportList { items });
+        }
         for repo in repos {
             self.append_reports(&repo, &f, since, &mut items).await?;
         }
@@ -766,6 +807,24 @@ impl Ward {
             .image(caller, &rpc::GET_RAW_VULN_REPORT, &repo.uid, &req.digest)
             .await?;
         let (r, eval) = self.ready_report(&repo.uid, &digest).await?;
+        // Only Ward's own scanner reports, and only the current report is
+        // kept: asked for Grype's or Trivy's, or as of a time before the
+        // current one was made, there is none.
+        if req.scanner != 0 {
+            return Err(Error::not_found("vuln report", format!("{digest} from that scanner")));
+        }
+        if let Some(at) = &req.created_at
+            && at.to_millis() < r.create_time
+        {
+            return Err(Error::not_found(
+                "vuln report",
+                format!(
+                    "{digest} as of {}: only the current report, made at {}, is kept",
+                    rfc3339(at.to_millis()),
+                    rfc3339(r.create_time)
+                ),
+            ));
+        }
         let raw_report = self.image_vex(&repo, &digest, &r, &eval).await?;
         let mut s = scanner();
         s.db_build_time = (r.data_time > 0).then(|| Timestamp::from_millis(r.data_time));

@@ -75,35 +75,104 @@ fn open_at(findings: &[FindingRecord], digest: &str, t: i64) -> BTreeMap<String,
         .collect()
 }
 
+/// Most organizations a bare repo name is looked up in.
+const MAX_NAME_ORGS: usize = 64;
+
 impl Ward {
+    /// A repo as the SDK's `repo` fields name it ("the name of the repo"):
+    /// its uid; its registry path `<organization>/<name>` (the organization
+    /// by uid or by name, as `/v2/` reads it); or its bare name, when
+    /// exactly one of the organizations the caller has bindings in has a
+    /// repo of that name (several: INVALID_ARGUMENT on `field`, asking for
+    /// the path). Then `rule` at the repo; NOT_FOUND for what the caller may
+    /// not see.
+    pub(crate) async fn repo_by_ref(
+        &self,
+        caller: &Caller,
+        rule: &rpc::Rule,
+        field: &str,
+        raw: &str,
+    ) -> Result<ward_store::registry::RepoRecord> {
+        let not_found = || Error::not_found(ward_store::registry::REPO_TYPE, raw);
+        if let Ok(uid) = Uidp::parse(field, raw) {
+            return self.authorized_repo(caller, rule, &uid).await;
+        }
+        let found = if raw.contains('/') {
+            let target = self.oci_target(caller, raw).await.map_err(|_| not_found())?;
+            target.repo.ok_or_else(not_found)?
+        } else {
+            let orgs = caller.organizations();
+            if orgs.len() > MAX_NAME_ORGS {
+                return Err(Error::invalid(
+                    field,
+                    format!(
+                        "a bare repo name is looked up in at most {MAX_NAME_ORGS} organizations: give <organization>/<name> or the repo's uid"
+                    ),
+                ));
+            }
+            let mut found = Vec::new();
+            if caller.is_admin {
+                // The server's admin sees every organization: two tell
+                // "exactly one" from "more than one".
+                let q = ward_core::listing::ListQuery {
+                    name: Some(raw.to_owned()),
+                    page_size: 2,
+                    ..Default::default()
+                };
+                found = self.store.list_repos(&q).await?.items;
+            } else {
+                for org in orgs {
+                    found.extend(self.store.find_repo(org, raw).await?);
+                }
+            }
+            match found.len() {
+                0 => return Err(not_found()),
+                1 => found.remove(0),
+                n => {
+                    return Err(Error::invalid(
+                        field,
+                        format!(
+                            "{n} of your organizations have a repo named {}: give <organization>/<name> or the repo's uid",
+                            ward_core::names::echo(raw)
+                        ),
+                    ));
+                }
+            }
+        };
+        let uid = Uidp::parse(field, &found.uid)?;
+        self.authorized_repo(caller, rule, &uid).await
+    }
+
     /// `repo:tag` after `rule` at the repo (NOT_FOUND when either is not
     /// there for the caller; without a tag, only the repo is checked: it
     /// names no days).
-    async fn visible_tag(&self, caller: &Caller, rule: &rpc::Rule, repo: &str, tag: &str) -> Result<()> {
-        let uid = Uidp::parse("repo", repo)?;
-        let r = self.authorized_repo(caller, rule, &uid).await?;
-        if tag.is_empty() {
-            return Ok(());
+    async fn visible_tag(
+        &self,
+        caller: &Caller,
+        rule: &rpc::Rule,
+        field: &str,
+        repo: &str,
+        tag: &str,
+    ) -> Result<ward_store::registry::RepoRecord> {
+        let r = self.repo_by_ref(caller, rule, field, repo).await?;
+        if !tag.is_empty() {
+            self.store
+                .find_tag(&r.uid, tag)
+                .await?
+                .ok_or_else(|| Error::not_found(TAG_TYPE, tag))?;
         }
-        self.store
-            .find_tag(&r.uid, tag)
-            .await?
-            .ok_or_else(|| Error::not_found(TAG_TYPE, tag))?;
-        Ok(())
+        Ok(r)
     }
 
     /// Each day's open vulnerabilities of `repo:tag` (the digest it pointed
     /// at the day's end), after `rule` at the repo.
     pub(crate) async fn tag_days(
         &self,
-        caller: &Caller,
-        rule: &rpc::Rule,
+        r: &ward_store::registry::RepoRecord,
         repo: &str,
         tag: &str,
         days: &[i64],
     ) -> Result<TagDays> {
-        let uid = Uidp::parse("repo", repo)?;
-        let r = self.authorized_repo(caller, rule, &uid).await?;
         let t = self
             .store
             .find_tag(&r.uid, tag)
@@ -138,7 +207,7 @@ impl Ward {
             })
             .collect();
         Ok(TagDays {
-            repo: r.uid,
+            repo: repo.to_owned(),
             tag: tag.to_owned(),
             days,
         })
@@ -172,18 +241,25 @@ impl Ward {
             ));
         }
         // What the caller may not see is NOT_FOUND before any other answer.
-        for (repo, tag) in &refs {
-            self.visible_tag(caller, &rpc::LIST_VULN_COUNTS, repo, tag).await?;
+        let mut repos = Vec::with_capacity(refs.len());
+        for (i, (repo, tag)) in refs.iter().enumerate() {
+            let field = if i == 0 && !f.repo.is_empty() {
+                "repo"
+            } else {
+                "references.repo"
+            };
+            repos.push(
+                self.visible_tag(caller, &rpc::LIST_VULN_COUNTS, field, repo, tag)
+                    .await?,
+            );
         }
         let days = days(f.from.as_ref(), f.to.as_ref(), self.clock.now_millis())?;
         let mut items = Vec::new();
         if days.is_empty() {
             return Ok(VulnCountReportList { items });
         }
-        for (repo, tag) in refs.into_iter().filter(|(_, t)| !t.is_empty()) {
-            let td = self
-                .tag_days(caller, &rpc::LIST_VULN_COUNTS, &repo, &tag, &days)
-                .await?;
+        for ((repo, tag), r) in refs.into_iter().zip(&repos).filter(|((_, t), _)| !t.is_empty()) {
+            let td = self.tag_days(r, &repo, &tag, &days).await?;
             let mut seen: BTreeMap<String, DayVuln> = BTreeMap::new();
             for (day, digest, open) in td.days {
                 let counted = if cumulative {
@@ -198,7 +274,7 @@ impl Ward {
                 }
                 let ids = |n: i32| by.get(&n).cloned().unwrap_or_default();
                 let size_bytes = match &digest {
-                    Some(d) => self.image_size(&td.repo, d).await?,
+                    Some(d) => self.image_size(&r.uid, d).await?,
                     None => 0,
                 };
                 items.push(VulnCountReport {
@@ -262,8 +338,12 @@ impl Ward {
         if pairs.len() > MAX_REFS {
             return Err(Error::invalid("image_refs", format!("at most {MAX_REFS} tags at once")));
         }
+        let mut repos = Vec::with_capacity(pairs.len());
         for (repo, tag) in &pairs {
-            self.visible_tag(caller, &rpc::LIST_RESOLVED_VULNS, repo, tag).await?;
+            repos.push(
+                self.visible_tag(caller, &rpc::LIST_RESOLVED_VULNS, "image_refs.repo", repo, tag)
+                    .await?,
+            );
         }
         let days = days(from, to, self.clock.now_millis())?;
         if days.is_empty() {
@@ -273,10 +353,8 @@ impl Ward {
         let mut with_before = vec![days[0] - DAY_MS];
         with_before.extend(&days);
         let mut resolved: BTreeMap<i64, BTreeMap<String, DayVuln>> = BTreeMap::new();
-        for (repo, tag) in pairs.into_iter().filter(|(_, t)| !t.is_empty()) {
-            let td = self
-                .tag_days(caller, &rpc::LIST_RESOLVED_VULNS, &repo, &tag, &with_before)
-                .await?;
+        for ((repo, tag), r) in pairs.into_iter().zip(&repos).filter(|((_, t), _)| !t.is_empty()) {
+            let td = self.tag_days(r, &repo, &tag, &with_before).await?;
             for w in td.days.windows(2) {
                 let (before, (day, _, after)) = (&w[0].2, (&w[1].0, &w[1].1, &w[1].2));
                 for (id, v) in before {
@@ -300,7 +378,29 @@ impl Ward {
         req: ward_proto::advisory::v2::ListResolvedVulnsReportsRequest,
     ) -> Result<ward_proto::advisory::v2::ListResolvedVulnsReportsResponse> {
         use ward_proto::advisory::v2 as a;
-        let refs = req.image_refs.into_iter().map(|r| (r.repo, r.tags)).collect();
+        // What the SDK marks REQUIRED (no `image_refs` stays an empty
+        // answer: the OpenAPI document cannot say how to send one).
+        if req.image_refs.iter().any(|r| r.repo.is_empty()) {
+            return Err(Error::invalid("image_refs.repo", "every image names its repo"));
+        }
+        for (field, t) in [("start_time", &req.start_time), ("end_time", &req.end_time)] {
+            if t.is_none() {
+                return Err(Error::invalid(field, "the range's first and last days are required"));
+            }
+        }
+        // "If empty, defaults to 'latest'", as the SDK says of `tags`.
+        let refs = req
+            .image_refs
+            .into_iter()
+            .map(|r| {
+                let tags = if r.tags.is_empty() {
+                    vec!["latest".to_owned()]
+                } else {
+                    r.tags
+                };
+                (r.repo, tags)
+            })
+            .collect();
         let days = self
             .resolved_vulns(caller, refs, req.start_time.as_ref(), req.end_time.as_ref())
             .await?;

@@ -91,7 +91,7 @@ fn clean(p: &ward_sbom::Package) -> bool {
         && p.location.as_deref().is_none_or(|l| !l.chars().any(char::is_control))
 }
 
-fn is_image(m: &Value) -> bool {
+pub(crate) fn is_image(m: &Value) -> bool {
     m.get("subject").is_none()
         && m.get("config")
             .and_then(|c| c.get("mediaType"))

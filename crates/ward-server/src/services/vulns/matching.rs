@@ -239,11 +239,16 @@ impl Decision {
             })
             .max()
             .unwrap_or(Severity::Unknown);
-        let names = [&a.artifact_name, &a.component_name]
+        // The origin package too: an advisory is about its origin's source,
+        // so every package built from it (its subpackages, at the origin's
+        // version) is concerned, whichever subpackage a scan named.
+        let mut names: Vec<String> = [&a.artifact_name, &a.component_name, &a.origin]
             .into_iter()
             .filter(|n| !n.is_empty())
             .cloned()
             .collect();
+        names.sort();
+        names.dedup();
         let purl_type = match a.artifact_type.as_str() {
             "" => None,
             t => Some(t.to_ascii_lowercase()),
@@ -411,8 +416,23 @@ fn same_name(a: &str, names: &[String], p: &Package) -> bool {
     names.iter().any(|n| n == a) || (p.purl_type == "pypi" && names.contains(&normalize_pypi(a)))
 }
 
-fn normalize_pypi(s: &str) -> String {
-    s.to_ascii_lowercase().replace(['_', '.'], "-")
+/// A Python project name as PEP 503 compares them: lowercase, every run of
+/// `-`, `_` and `.` one `-` (`jw.util`, `JW__Util` and `jw-util` are one).
+pub fn normalize_pypi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_run = false;
+    for c in s.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !in_run {
+                out.push('-');
+            }
+            in_run = true;
+        } else {
+            out.push(c.to_ascii_lowercase());
+            in_run = false;
+        }
+    }
+    out
 }
 
 struct Hit<'a> {
@@ -510,10 +530,15 @@ pub fn evaluate(packages: &[Package], records: &[Arc<Record>], decisions: &[Deci
     let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
     for (i, r) in records.iter().enumerate() {
         for a in &r.affected {
-            by_name.entry(a.name.clone()).or_default().push(i);
-            let low = a.name.to_ascii_lowercase();
-            if low != a.name {
-                by_name.entry(low).or_default().push(i);
+            let mut names = vec![a.name.clone(), a.name.to_ascii_lowercase()];
+            // A PyPI record may spell a project any way PEP 503 allows.
+            if a.ecosystem.eq_ignore_ascii_case("pypi") {
+                names.push(normalize_pypi(&a.name));
+            }
+            names.sort();
+            names.dedup();
+            for n in names {
+                by_name.entry(n).or_default().push(i);
             }
         }
     }
@@ -641,6 +666,29 @@ fn cluster<'h, 'a>(hits: &'h [Hit<'a>]) -> Vec<Vec<&'h Hit<'a>>> {
     groups.into_values().collect()
 }
 
+/// `versions` without repeats, in the ecosystem's order (`2.9.3` before
+/// `2.10.1`); one it cannot order goes after those it can, by text. An
+/// insertion sort: a partial order never panics it, and a vulnerability
+/// has a handful of fixes.
+fn in_version_order(eco: Ecosystem, versions: Vec<String>) -> Vec<String> {
+    use std::cmp::Ordering;
+    let before = |a: &str, b: &str| match (eco.compare(a, b), eco.compare(a, a), eco.compare(b, b)) {
+        (Some(o), _, _) => o == Ordering::Less,
+        (None, Some(_), None) => true,
+        (None, None, Some(_)) => false,
+        (None, _, _) => a < b,
+    };
+    let mut out: Vec<String> = Vec::with_capacity(versions.len());
+    for v in versions {
+        if out.contains(&v) {
+            continue;
+        }
+        let at = out.iter().position(|o| before(&v, o)).unwrap_or(out.len());
+        out.insert(at, v);
+    }
+    out
+}
+
 /// Decides one vulnerability of one package.
 fn judge(p: &Package, eco: Ecosystem, group: &[&Hit<'_>], out: &mut Evaluation) {
     let ids: BTreeSet<String> = group.iter().flat_map(|h| h.ids.iter().cloned()).collect();
@@ -670,7 +718,7 @@ fn judge(p: &Package, eco: Ecosystem, group: &[&Hit<'_>], out: &mut Evaluation) 
     if let Some(d) = decisions.iter().find(|d| matches!(d.verdict, Verdict::Fixed(_))) {
         let Verdict::Fixed(v) = &d.verdict else { unreachable!() };
         match eco.compare(&p.version, v) {
-            Some(std::cmp::Ordering::Less) | None => {
+            Some(std::cmp::Ordering::Less) => {
                 fix_versions.push(v.clone());
                 fix_state = 1;
                 advisories.insert(d.advisory_id.clone(), "fixed".to_owned());
@@ -678,6 +726,13 @@ fn judge(p: &Package, eco: Ecosystem, group: &[&Hit<'_>], out: &mut Evaluation) 
             Some(_) => {
                 out.statements.push(statement("fixed", None, Some(d)));
                 return;
+            }
+            // A fix at a version the ecosystem cannot order (Wolfi's
+            // `1.1.0-r1-r0`) decides nothing and is not offered as the fix:
+            // the records' fixes, if any, are.
+            None => {
+                fix_state = 2;
+                advisories.insert(d.advisory_id.clone(), "fixed_unorderable".to_owned());
             }
         }
     } else if let Some(d) = decisions.iter().find(|d| d.verdict == Verdict::WontFix) {
@@ -699,8 +754,7 @@ fn judge(p: &Package, eco: Ecosystem, group: &[&Hit<'_>], out: &mut Evaluation) 
         for h in group {
             fix_versions.extend(h.fixed.iter().cloned());
         }
-        fix_versions.sort();
-        fix_versions.dedup();
+        fix_versions = in_version_order(eco, fix_versions);
         if !fix_versions.is_empty() {
             fix_state = 1;
         }
@@ -804,6 +858,55 @@ mod tests {
 
     fn ids(e: &Evaluation) -> Vec<(&str, i32)> {
         e.matches.iter().map(|m| (m.id.as_str(), m.fix_state)).collect()
+    }
+
+    #[test]
+    fn fixes_are_listed_in_the_ecosystems_order() {
+        let v = |eco, l: &[&str]| in_version_order(eco, l.iter().map(|s| s.to_string()).collect());
+        assert_eq!(v(Ecosystem::PyPI, &["2.10.1", "2.9.3", "2.10.1"]), ["2.9.3", "2.10.1"]);
+        assert_eq!(
+            v(Ecosystem::Apk, &["1.1.0-r1-r0", "1.10.0-r0", "1.9.0-r1", "0-bad"]),
+            ["1.9.0-r1", "1.10.0-r0", "0-bad", "1.1.0-r1-r0"]
+        );
+        // An approved fix at a version the ecosystem cannot order is not
+        // offered as the fix (Wolfi's `1.1.0-r1-r0`).
+        let p = [pkg("pkg:pypi/urllib3@1.24.1", None, "urllib3", "1.24.1")];
+        let e = evaluate(
+            &p,
+            &[],
+            &[decision(
+                "CGA-1",
+                "CVE-1",
+                "urllib3",
+                Verdict::Fixed("1.1.0-r1-r0".into()),
+            )],
+        );
+        assert_eq!(ids(&e), [("CVE-1", 2)]);
+        assert!(e.matches[0].fix_versions.is_empty());
+        assert_eq!(e.matches[0].advisories["CGA-1"], "fixed_unorderable");
+    }
+
+    #[test]
+    fn python_projects_match_by_their_pep_503_name() {
+        assert_eq!(normalize_pypi("JW__Util.-x"), "jw-util-x");
+        let recs = [record(
+            "PYSEC-2020-341",
+            &["CVE-2020-13388"],
+            "PyPI",
+            "jw.util",
+            "0",
+            "1.3",
+        )];
+        for (purl, name) in [
+            ("pkg:pypi/jw-util@1.2", "jw_util"),
+            ("pkg:pypi/jw.util@1.2", "jw.util"),
+            ("pkg:pypi/jw-util@1.2", "JW-Util"),
+        ] {
+            let p = pkg(purl, None, name, "1.2");
+            assert_eq!(ids(&evaluate(&[p], &recs, &[])), [("CVE-2020-13388", 1)], "{purl}");
+        }
+        let other = pkg("pkg:pypi/jwutil@1.2", None, "jwutil", "1.2");
+        assert!(evaluate(&[other], &recs, &[]).matches.is_empty());
     }
 
     #[test]
@@ -919,6 +1022,75 @@ mod tests {
         }
         let recs = [record("USN-2", &["CVE-2024-8"], "Ubuntu:20.04:LTS", "curl", "0", "9")];
         assert!(evaluate(&[curl], &recs, &[]).matches.is_empty(), "another release");
+    }
+
+    /// Wolfi's advisories are about an origin package; a scan's detection
+    /// names the subpackage it happened to find the vulnerability in, and
+    /// the import makes that the artifact. Every package of the origin is
+    /// concerned (CVE-2024-9143 was found in openssl-engine-capi, fixed in
+    /// openssl 3.3.2-r2, and libcrypto3 3.1.4-r0 holds it).
+    #[test]
+    fn an_advisory_concerns_every_package_of_its_origin() {
+        let advisory = AdvisoryRecord {
+            uid: "a".into(),
+            parent_uid: "g".into(),
+            advisory_id: "CGA-v9jx-g57m-5v45".into(),
+            legacy_advisory_id: None,
+            origin: "openssl".into(),
+            author: String::new(),
+            artifact_name: "openssl-engine-capi".into(),
+            artifact_type: "apk".into(),
+            artifact_architecture: String::new(),
+            component_name: String::new(),
+            component_location: String::new(),
+            component_type: String::new(),
+            aliases: r#"["CVE-2024-9143"]"#.into(),
+            severities: "[]".into(),
+            latest_type: 0,
+            fixed_version: None,
+            create_time: 1,
+            update_time: 2,
+            delete_time: None,
+        };
+        let fixed = EventRecord {
+            uid: "e".into(),
+            advisory_uid: "a".into(),
+            event_time: 1,
+            kind: 3,
+            author: String::new(),
+            reviewer: String::new(),
+            review_state: APPROVED,
+            issue: None,
+            payload: r#"{"fixed":{"fixedVersion":"3.3.2-r2"}}"#.into(),
+            fingerprint: String::new(),
+            findings: Vec::new(),
+            create_time: 1,
+            update_time: 1,
+        };
+        let d = Decision::of(&advisory, &[&fixed]).unwrap();
+        let libcrypto = pkg(
+            "pkg:apk/wolfi/libcrypto3@3.1.4-r0?arch=x86_64&upstream=openssl",
+            Some("wolfi"),
+            "libcrypto3",
+            "3.1.4-r0",
+        );
+        let openssl = pkg(
+            "pkg:apk/wolfi/openssl@3.3.2-r2?arch=x86_64",
+            Some("wolfi"),
+            "openssl",
+            "3.3.2-r2",
+        );
+        let e = evaluate(&[libcrypto, openssl], &[], std::slice::from_ref(&d));
+        assert_eq!(ids(&e), [("CVE-2024-9143", 1)], "{:?}", e.matches);
+        assert_eq!(e.matches[0].package.name, "libcrypto3");
+        assert_eq!(e.matches[0].fix_versions, ["3.3.2-r2"]);
+        assert!(
+            e.statements
+                .iter()
+                .any(|s| s.purl.starts_with("pkg:apk/wolfi/openssl@") && s.status == "fixed"),
+            "{:?}",
+            e.statements
+        );
     }
 
     #[test]
