@@ -185,14 +185,17 @@ async fn report(client: &Client, format: Format, image: &str) -> anyhow::Result<
             counts.push(format!("{c} {}", sev.to_lowercase()));
         }
     }
+    let data = match s(&r, "/vulnerabilityDbLastBuildTime") {
+        "" => "no advisory data names its packages".to_owned(),
+        t => format!("advisory data as of {t}"),
+    };
     eprintln!(
-        "{n} matches{} in {digest}; advisory data as of {}",
+        "{n} matches{} in {digest}; {data}",
         if counts.is_empty() {
             String::new()
         } else {
             format!(" ({})", counts.join(", "))
         },
-        s(&r, "/vulnerabilityDbLastBuildTime")
     );
     Ok(())
 }
@@ -217,9 +220,35 @@ async fn affected(client: &Client, format: Format, id: &str) -> anyhow::Result<(
     if format == Format::Json {
         return output::json(&items);
     }
+    if items.is_empty() {
+        eprintln!("no image you can see has an open finding for {id} (or its aliases)");
+        return Ok(());
+    }
+    // Repos as clients pull them: `<organization>/<name>` (names repeat
+    // across organizations), the organization's name looked up once each.
+    let mut orgs: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+    for i in &items {
+        let org = s(i, "/repoId").split('/').next().unwrap_or("").to_owned();
+        if org.is_empty() || orgs.contains_key(&org) {
+            continue;
+        }
+        let name = client
+            .call::<(), Value>(Method::GET, &format!("/iam/v2/groups/{org}"), &[], None)
+            .await
+            .ok()
+            .map(|g| s(&g, "/name").to_owned())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| org.clone());
+        orgs.insert(org, name);
+    }
     let rows = items
         .iter()
         .map(|i| {
+            let org = s(i, "/repoId").split('/').next().unwrap_or("");
+            let repo = match orgs.get(org) {
+                Some(o) => format!("{o}/{}", s(i, "/repoName")),
+                None => s(i, "/repoName").to_owned(),
+            };
             let list = |k: &str| {
                 i.get(k)
                     .and_then(Value::as_array)
@@ -227,7 +256,7 @@ async fn affected(client: &Client, format: Format, id: &str) -> anyhow::Result<(
                     .unwrap_or_default()
             };
             vec![
-                s(i, "/repoName").to_owned(),
+                repo,
                 list("tags"),
                 s(i, "/digest").to_owned(),
                 s(i, "/vulnerabilityId").to_owned(),

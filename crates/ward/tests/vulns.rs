@@ -629,7 +629,10 @@ async fn reports_follow_layers_sboms_and_the_teams_decisions() {
         let got = out.json("ward registry vulns");
         assert_eq!(pairs(&got), without_fix, "[{b}]");
         let out = common::ward_run(&s, &s.token, &["registry", "vulns", "affected", "GHSA-x84v-xcm2-53pg"]).await;
-        assert!(out.ok("vulns affected").contains("app"), "[{b}] {}", out.stdout);
+        assert!(out.ok("vulns affected").contains("acme/app"), "[{b}] {}", out.stdout);
+        let out = common::ward_run(&s, &s.token, &["registry", "vulns", "affected", "CVE-2099-0001"]).await;
+        out.ok("vulns affected, none");
+        assert!(out.stderr.contains("no image you can see"), "[{b}] {out:?}");
         let out = common::ward_run(&s, &s.token, &["registry", "sbom", &format!("app@{digest}")]).await;
         assert!(out.ok("registry sbom").contains("pkg:pypi/urllib3@1.24.1"), "[{b}]");
         let out = common::ward_run(&s, &s.token, &["advisories", "vex", "--image", "acme/app:v1"]).await;
