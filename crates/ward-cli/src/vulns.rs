@@ -6,6 +6,7 @@
 use anyhow::{Context as _, bail};
 use reqwest::Method;
 use serde_json::Value;
+use ward_proto::iam::v2::Group;
 use ward_proto::registry::v2::{Repo, Tag};
 
 use crate::resource;
@@ -32,8 +33,9 @@ pub enum VulnsCommand {
     },
 }
 
-/// An image reference split into repo (name or uid) and tag or digest.
-fn split_image(image: &str) -> anyhow::Result<(String, String)> {
+/// An image reference split into its organization (name or uid, when
+/// given), repo (name or uid) and tag or digest.
+fn split_image(image: &str) -> anyhow::Result<(Option<String>, String, String)> {
     let (path, reference) = if let Some((p, d)) = image.split_once('@') {
         // `repo:tag@sha256:…`: the digest names the image, the tag is a
         // reminder (as docker and skopeo read it).
@@ -52,21 +54,45 @@ fn split_image(image: &str) -> anyhow::Result<(String, String)> {
     if parts.len() > 1 && (parts[0].contains('.') || parts[0].contains(':') || parts[0] == "localhost") {
         parts.remove(0);
     }
+    let mut org = None;
     if parts.len() > 1 && !ward_core::uidp::Uidp::is_valid(&parts.join("/")) {
-        parts.remove(0);
+        org = Some(parts.remove(0).to_owned());
     }
     if parts.is_empty() || parts[0].is_empty() {
         bail!("{image}: name an image as [registry/][org/]repo:tag or repo@sha256:…");
     }
-    Ok((parts.join("/"), reference))
+    Ok((org, parts.join("/"), reference))
 }
 
 /// The repo uid and digest of an image reference.
 async fn resolve_image(client: &Client, image: &str) -> anyhow::Result<(String, String)> {
-    let (repo, reference) = split_image(image)?;
-    let repo = resource::resolve::<Repo>(client, &repo)
-        .await
-        .context("the image's repo")?;
+    let (org, repo, reference) = split_image(image)?;
+    let repo = match org {
+        // The organization as `/v2/` reads it (by uid, or by name among
+        // organizations), then its repo of that name.
+        Some(org) => {
+            let org = if ward_core::uidp::Uidp::is_valid(&org) {
+                org
+            } else {
+                let q = vec![("name", org.clone()), ("uidp.in_root", "true".to_owned())];
+                let found: Vec<Group> = resource::list(client, &q).await?;
+                match found.as_slice() {
+                    [one] => one.uid.clone(),
+                    [] => bail!("{image}: no organization named {org}"),
+                    _ => bail!("{image}: organization name {org} is ambiguous; use its uid"),
+                }
+            };
+            let q = vec![("uidp.children_of", org.clone()), ("name", repo.clone())];
+            let found: Vec<Repo> = resource::list(client, &q).await?;
+            match found.into_iter().next() {
+                Some(r) => r.uid,
+                None => bail!("{image}: the organization has no repo {repo}"),
+            }
+        }
+        None => resource::resolve::<Repo>(client, &repo)
+            .await
+            .context("the image's repo")?,
+    };
     if reference.starts_with("sha256:") || reference.starts_with("sha512:") {
         return Ok((repo, reference));
     }
@@ -336,17 +362,18 @@ mod tests {
     #[test]
     fn image_references() {
         let p = |s: &str| split_image(s).unwrap();
-        assert_eq!(p("app:1.0"), ("app".into(), "1.0".into()));
-        assert_eq!(p("acme/app"), ("app".into(), "latest".into()));
-        assert_eq!(p("localhost:5000/acme/app:v2"), ("app".into(), "v2".into()));
-        assert_eq!(p("app:v1@sha256:ab"), ("app".into(), "sha256:ab".into()));
+        let acme = || Some("acme".to_owned());
+        assert_eq!(p("app:1.0"), (None, "app".into(), "1.0".into()));
+        assert_eq!(p("acme/app"), (acme(), "app".into(), "latest".into()));
+        assert_eq!(p("localhost:5000/acme/app:v2"), (acme(), "app".into(), "v2".into()));
+        assert_eq!(p("app:v1@sha256:ab"), (None, "app".into(), "sha256:ab".into()));
         assert_eq!(
             p("localhost:5000/acme/app:v1@sha256:ab"),
-            ("app".into(), "sha256:ab".into())
+            (acme(), "app".into(), "sha256:ab".into())
         );
         assert_eq!(
             p("reg.example/acme/team/app@sha256:ab"),
-            ("team/app".into(), "sha256:ab".into())
+            (acme(), "team/app".into(), "sha256:ab".into())
         );
         assert!(split_image("").is_err());
     }

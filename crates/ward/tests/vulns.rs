@@ -630,6 +630,11 @@ async fn reports_follow_layers_sboms_and_the_teams_decisions() {
         assert_eq!(pairs(&got), without_fix, "[{b}]");
         let out = common::ward_run(&s, &s.token, &["registry", "vulns", "affected", "GHSA-x84v-xcm2-53pg"]).await;
         assert!(out.ok("vulns affected").contains("acme/app"), "[{b}] {}", out.stdout);
+        let out = common::ward_run(&s, &s.token, &["registry", "vulns", "nope/app:v1"]).await;
+        assert!(
+            !out.status.success() && out.stderr.contains("no organization named nope"),
+            "[{b}] {out:?}"
+        );
         let out = common::ward_run(&s, &s.token, &["registry", "vulns", "affected", "CVE-2099-0001"]).await;
         out.ok("vulns affected, none");
         assert!(out.stderr.contains("no image you can see"), "[{b}] {out:?}");
