@@ -1290,6 +1290,11 @@ async fn counts_by_day_and_resolved_vulnerabilities_follow_the_tag() {
             .await;
         assert_eq!(status, StatusCode::OK, "[{b}] {r}");
         assert_eq!(r["items"][0]["resolvedVulns"][0]["id"], "CVE-2018-18074", "[{b}] {r}");
+        // v1's range is optional (the last 30 days), as its SDK has it.
+        let (status, r) = s
+            .get(&format!("/advisory/v1/images/resolved_vulns?imageRefs={refs}"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "[{b}] {r}");
 
         // The SDK's `repo` is "the name of the repo": its bare name or its
         // registry path answer as its uid does (each item echoing it).

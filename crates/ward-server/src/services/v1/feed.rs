@@ -172,7 +172,7 @@ pub async fn list_resolved_vulns_reports(
     f: v1::ResolvedVulnsReportFilter,
 ) -> Result<v1::ResolvedVulnsReportList> {
     let r = w
-        .list_resolved_vulns_reports(
+        .resolved_vulns_reports(
             &c,
             v2::ListResolvedVulnsReportsRequest {
                 image_refs: f

@@ -377,8 +377,7 @@ impl Ward {
         caller: &Caller,
         req: ward_proto::advisory::v2::ListResolvedVulnsReportsRequest,
     ) -> Result<ward_proto::advisory::v2::ListResolvedVulnsReportsResponse> {
-        use ward_proto::advisory::v2 as a;
-        // What the SDK marks REQUIRED (no `image_refs` stays an empty
+        // What the v2 SDK marks REQUIRED (no `image_refs` stays an empty
         // answer: the OpenAPI document cannot say how to send one).
         if req.image_refs.iter().any(|r| r.repo.is_empty()) {
             return Err(Error::invalid("image_refs.repo", "every image names its repo"));
@@ -388,6 +387,18 @@ impl Ward {
                 return Err(Error::invalid(field, "the range's first and last days are required"));
             }
         }
+        self.resolved_vulns_reports(caller, req).await
+    }
+
+    /// `ListResolvedVulnsReports` without v2's required fields: v1's
+    /// `from`/`to` are optional (the last 30 days), and an image without a
+    /// repo names nothing there.
+    pub async fn resolved_vulns_reports(
+        &self,
+        caller: &Caller,
+        req: ward_proto::advisory::v2::ListResolvedVulnsReportsRequest,
+    ) -> Result<ward_proto::advisory::v2::ListResolvedVulnsReportsResponse> {
+        use ward_proto::advisory::v2 as a;
         // "If empty, defaults to 'latest'", as the SDK says of `tags`.
         let refs = req
             .image_refs
