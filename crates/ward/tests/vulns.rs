@@ -1376,6 +1376,28 @@ async fn counts_by_day_and_resolved_vulnerabilities_follow_the_tag() {
             )
             .await;
         assert_eq!(status, StatusCode::NOT_FOUND, "[{b}]");
+        // A member of a team of acme cannot see the repo: its name or path
+        // is as absent as one naming nothing (no uid in the answer).
+        let team = common::uid(&s.create_group(Some(&org), "team").await);
+        let (_, member) = common::person(&s, "member", &[(&team, "viewer")]).await;
+        for name in ["app", "acme/app"] {
+            let (status, body) = s
+                .call_as(
+                    &member,
+                    Method::GET,
+                    &format!(
+                        "/registry/v1/vuln_reports/counts?repo={}&tag=v1&{range}",
+                        common::enc(name)
+                    ),
+                    None,
+                )
+                .await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "[{b}] {name}: {body}");
+            assert!(
+                !body.to_string().contains(&repo),
+                "[{b}] {name} names the repo's uid: {body}"
+            );
+        }
         // Nor by its name: the outsider's organizations have no `app`.
         let (status, _) = s
             .call_as(

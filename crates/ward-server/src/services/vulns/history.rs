@@ -97,19 +97,23 @@ impl Ward {
         if let Ok(uid) = Uidp::parse(field, raw) {
             return self.authorized_repo(caller, rule, &uid).await;
         }
+        // Whether the caller may see a repo found by name: one it may not
+        // is as absent as a name that names nothing (no uid in the answer,
+        // and never counted towards "several").
+        let visible = |r: &ward_store::registry::RepoRecord| {
+            Uidp::parse(field, &r.uid)
+                .is_ok_and(|uid| !matches!(self.authorize(caller, rule, &uid), Err(Error::NotFound { .. })))
+        };
         let found = if raw.contains('/') {
-            let target = self.oci_target(caller, raw).await.map_err(|_| not_found())?;
-            target.repo.ok_or_else(not_found)?
+            let target = self.oci_target(caller, raw).await.map_err(|e| {
+                if e.status >= 500 {
+                    Error::internal(e.message)
+                } else {
+                    not_found()
+                }
+            })?;
+            target.repo.filter(visible).ok_or_else(not_found)?
         } else {
-            let orgs = caller.organizations();
-            if orgs.len() > MAX_NAME_ORGS {
-                return Err(Error::invalid(
-                    field,
-                    format!(
-                        "a bare repo name is looked up in at most {MAX_NAME_ORGS} organizations: give <organization>/<name> or the repo's uid"
-                    ),
-                ));
-            }
             let mut found = Vec::new();
             if caller.is_admin {
                 // The server's admin sees every organization: two tell
@@ -121,8 +125,17 @@ impl Ward {
                 };
                 found = self.store.list_repos(&q).await?.items;
             } else {
+                let orgs = caller.organizations();
+                if orgs.len() > MAX_NAME_ORGS {
+                    return Err(Error::invalid(
+                        field,
+                        format!(
+                            "a bare repo name is looked up in at most {MAX_NAME_ORGS} organizations: give <organization>/<name> or the repo's uid"
+                        ),
+                    ));
+                }
                 for org in orgs {
-                    found.extend(self.store.find_repo(org, raw).await?);
+                    found.extend(self.store.find_repo(org, raw).await?.filter(visible));
                 }
             }
             match found.len() {
@@ -132,7 +145,7 @@ impl Ward {
                     return Err(Error::invalid(
                         field,
                         format!(
-                            "{n} of your organizations have a repo named {}: give <organization>/<name> or the repo's uid",
+                            "{n} repos you can see are named {}: give <organization>/<name> or the repo's uid",
                             ward_core::names::echo(raw)
                         ),
                     ));
@@ -146,15 +159,23 @@ impl Ward {
     /// `repo:tag` after `rule` at the repo (NOT_FOUND when either is not
     /// there for the caller; without a tag, only the repo is checked: it
     /// names no days).
+    /// Each repo spelling is resolved once per request (`seen`).
     async fn visible_tag(
         &self,
         caller: &Caller,
         rule: &rpc::Rule,
         field: &str,
-        repo: &str,
-        tag: &str,
+        (repo, tag): (&str, &str),
+        seen: &mut std::collections::HashMap<String, ward_store::registry::RepoRecord>,
     ) -> Result<ward_store::registry::RepoRecord> {
-        let r = self.repo_by_ref(caller, rule, field, repo).await?;
+        let r = match seen.get(repo) {
+            Some(r) => r.clone(),
+            None => {
+                let r = self.repo_by_ref(caller, rule, field, repo).await?;
+                seen.insert(repo.to_owned(), r.clone());
+                r
+            }
+        };
         if !tag.is_empty() {
             self.store
                 .find_tag(&r.uid, tag)
@@ -241,7 +262,7 @@ impl Ward {
             ));
         }
         // What the caller may not see is NOT_FOUND before any other answer.
-        let mut repos = Vec::with_capacity(refs.len());
+        let (mut repos, mut seen) = (Vec::with_capacity(refs.len()), Default::default());
         for (i, (repo, tag)) in refs.iter().enumerate() {
             let field = if i == 0 && !f.repo.is_empty() {
                 "repo"
@@ -249,7 +270,7 @@ impl Ward {
                 "references.repo"
             };
             repos.push(
-                self.visible_tag(caller, &rpc::LIST_VULN_COUNTS, field, repo, tag)
+                self.visible_tag(caller, &rpc::LIST_VULN_COUNTS, field, (repo, tag), &mut seen)
                     .await?,
             );
         }
@@ -338,11 +359,17 @@ impl Ward {
         if pairs.len() > MAX_REFS {
             return Err(Error::invalid("image_refs", format!("at most {MAX_REFS} tags at once")));
         }
-        let mut repos = Vec::with_capacity(pairs.len());
+        let (mut repos, mut seen) = (Vec::with_capacity(pairs.len()), Default::default());
         for (repo, tag) in &pairs {
             repos.push(
-                self.visible_tag(caller, &rpc::LIST_RESOLVED_VULNS, "image_refs.repo", repo, tag)
-                    .await?,
+                self.visible_tag(
+                    caller,
+                    &rpc::LIST_RESOLVED_VULNS,
+                    "image_refs.repo",
+                    (repo, tag),
+                    &mut seen,
+                )
+                .await?,
             );
         }
         let days = days(from, to, self.clock.now_millis())?;

@@ -715,7 +715,13 @@ fn judge(p: &Package, eco: Ecosystem, group: &[&Hit<'_>], out: &mut Evaluation) 
     let mut fix_versions: Vec<String> = Vec::new();
     let mut fix_state;
     let mut advisories = BTreeMap::new();
-    if let Some(d) = decisions.iter().find(|d| matches!(d.verdict, Verdict::Fixed(_))) {
+    // A fix the ecosystem can order comes before one it cannot.
+    let orderable = |d: &&&Decision| matches!(&d.verdict, Verdict::Fixed(v) if eco.compare(v, v).is_some());
+    let fixed = decisions
+        .iter()
+        .find(orderable)
+        .or_else(|| decisions.iter().find(|d| matches!(d.verdict, Verdict::Fixed(_))));
+    if let Some(d) = fixed {
         let Verdict::Fixed(v) = &d.verdict else { unreachable!() };
         match eco.compare(&p.version, v) {
             Some(std::cmp::Ordering::Less) => {
@@ -730,9 +736,15 @@ fn judge(p: &Package, eco: Ecosystem, group: &[&Hit<'_>], out: &mut Evaluation) 
             // A fix at a version the ecosystem cannot order (Wolfi's
             // `1.1.0-r1-r0`) decides nothing and is not offered as the fix:
             // the records' fixes, if any, are.
-            None => {
+            None if eco.compare(v, v).is_none() => {
                 fix_state = 2;
                 advisories.insert(d.advisory_id.clone(), "fixed_unorderable".to_owned());
+            }
+            // The installed version cannot be ordered: the fix is offered.
+            None => {
+                fix_versions.push(v.clone());
+                fix_state = 1;
+                advisories.insert(d.advisory_id.clone(), "fixed".to_owned());
             }
         }
     } else if let Some(d) = decisions.iter().find(|d| d.verdict == Verdict::WontFix) {
@@ -884,6 +896,31 @@ mod tests {
         assert_eq!(ids(&e), [("CVE-1", 2)]);
         assert!(e.matches[0].fix_versions.is_empty());
         assert_eq!(e.matches[0].advisories["CGA-1"], "fixed_unorderable");
+        // Another advisory's orderable fix is the one offered.
+        let e = evaluate(
+            &p,
+            &[],
+            &[
+                decision("CGA-1", "CVE-1", "urllib3", Verdict::Fixed("1.1.0-r1-r0".into())),
+                decision("CGA-2", "CVE-1", "urllib3", Verdict::Fixed("1.24.2".into())),
+            ],
+        );
+        assert_eq!(ids(&e), [("CVE-1", 1)]);
+        assert_eq!(e.matches[0].fix_versions, ["1.24.2"]);
+        // An installed version the ecosystem cannot order still gets the fix.
+        let odd = [pkg(
+            "pkg:pypi/urllib3@1.24-custom-build",
+            None,
+            "urllib3",
+            "1.24-custom-build",
+        )];
+        let e = evaluate(
+            &odd,
+            &[],
+            &[decision("CGA-2", "CVE-1", "urllib3", Verdict::Fixed("1.24.2".into()))],
+        );
+        assert_eq!(ids(&e), [("CVE-1", 1)]);
+        assert_eq!(e.matches[0].fix_versions, ["1.24.2"]);
     }
 
     #[test]
