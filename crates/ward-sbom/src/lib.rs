@@ -26,7 +26,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use layers::LayerScanner;
-pub use purl::{Purl, canonical_purl};
+pub use purl::{Purl, canonical_purl, pypi_normalize};
 
 /// Bounds on untrusted input. The defaults fit real images and SBOMs with
 /// room to spare; each bound exists to stop one kind of resource exhaustion.

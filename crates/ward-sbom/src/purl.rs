@@ -221,7 +221,7 @@ impl Purl {
 
 /// PEP 503 name normalization: lowercase, every run of `-`, `_`, `.` becomes
 /// one `-`. "Django_Package" and "django.package" are the same PyPI project.
-pub(crate) fn pypi_normalize(name: &str) -> String {
+pub fn pypi_normalize(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut in_run = false;
     for c in name.chars() {

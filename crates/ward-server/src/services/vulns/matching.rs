@@ -416,24 +416,9 @@ fn same_name(a: &str, names: &[String], p: &Package) -> bool {
     names.iter().any(|n| n == a) || (p.purl_type == "pypi" && names.contains(&normalize_pypi(a)))
 }
 
-/// A Python project name as PEP 503 compares them: lowercase, every run of
-/// `-`, `_` and `.` one `-` (`jw.util`, `JW__Util` and `jw-util` are one).
-pub fn normalize_pypi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut in_run = false;
-    for c in s.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !in_run {
-                out.push('-');
-            }
-            in_run = true;
-        } else {
-            out.push(c.to_ascii_lowercase());
-            in_run = false;
-        }
-    }
-    out
-}
+/// A Python project name as PEP 503 compares them (`jw.util`, `JW__Util`
+/// and `jw-util` are one): the purl parser's normalization.
+pub use ward_sbom::pypi_normalize as normalize_pypi;
 
 struct Hit<'a> {
     ids: BTreeSet<String>,
