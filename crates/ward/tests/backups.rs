@@ -89,7 +89,9 @@ async fn backup_under_write_load_restores_every_acknowledged_write() {
         }));
     }
     // Let the load run, then note what was acknowledged before the backup.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while groups.lock().unwrap().len() < 50 || blobs.lock().unwrap().len() < 20 {
+        assert!(std::time::Instant::now() < deadline, "the load never got going");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let groups_before = groups.lock().unwrap().clone();

@@ -236,7 +236,9 @@ mod tests {
         let task = tokio::spawn(async move {
             w.write("hold", move |_| {
                 let _ = started.send(());
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
                 while queued(&probe) < n {
+                    assert!(std::time::Instant::now() < deadline, "{n} jobs never queued");
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 Ok(())
@@ -248,9 +250,13 @@ mod tests {
         task
     }
 
-    /// Waits until `n` jobs are queued.
-    async fn until_queued(w: &Writer, n: usize) {
-        while queued(w) < n {
+    /// Waits until `n` jobs are queued behind the hold job, or the hold's
+    /// batch has committed (which it does only once `n` are queued: the
+    /// writer may take them all before this task looks again).
+    async fn until_queued(w: &Writer, n: usize, held: u64) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while queued(w) < n && w.batches.load(Ordering::SeqCst) == held {
+            assert!(std::time::Instant::now() < deadline, "{n} jobs never queued");
             tokio::task::yield_now().await;
         }
     }
@@ -272,6 +278,7 @@ mod tests {
         let w = Arc::new(w);
         let before = w.batches.load(Ordering::SeqCst);
         let hold = hold_until_queued(&w, 5).await;
+        let held = w.batches.load(Ordering::SeqCst);
         // Queued in this order behind the hold: the batch runs them in order.
         let mut tasks = Vec::new();
         for (i, job) in (0..5).enumerate() {
@@ -298,7 +305,7 @@ mod tests {
                 .map_err(|e| e.to_string())
             }));
             // Each is queued before the next is spawned.
-            until_queued(&w, i + 1).await;
+            until_queued(&w, i + 1, held).await;
         }
         hold.await.expect("hold");
         let results: Vec<_> = futures_join(tasks).await;
@@ -324,9 +331,10 @@ mod tests {
         let (dir, w, generation) = writer();
         let w = Arc::new(w);
         let hold = hold_until_queued(&w, 2).await;
+        let held = w.batches.load(Ordering::SeqCst);
         let (a, b) = (w.clone(), w.clone());
         let parent = tokio::spawn(async move { a.write("parent", insert("parents", 7, 0)).await });
-        until_queued(&w, 1).await;
+        until_queued(&w, 1, held).await;
         let child = tokio::spawn(async move { b.write("child", insert("children", 70, 7)).await });
         hold.await.expect("hold");
         parent.await.expect("join").expect("parent");
@@ -347,9 +355,10 @@ mod tests {
         let (dir, w, _) = writer();
         let w = Arc::new(w);
         let hold = hold_until_queued(&w, 2).await;
+        let held = w.batches.load(Ordering::SeqCst);
         let a = w.clone();
         let good = tokio::spawn(async move { a.write("good", insert("parents", 1, 0)).await });
-        until_queued(&w, 1).await;
+        until_queued(&w, 1, held).await;
         // A deferred foreign key violation passes its own statement and fails
         // the COMMIT: the whole batch is lost, and both callers hear so.
         let b = w.clone();
