@@ -837,3 +837,104 @@ async fn sigterm_lets_requests_in_flight_finish() {
         sigterm_lets_a_request_in_flight_finish(&store).await;
     }
 }
+
+/// Events are written with their change (an outbox): a server killed after
+/// the commits, with some deliveries in flight (held by the receiver) and
+/// the rest never attempted, delivers every one after it restarts, each
+/// under the `Ce-Id` its first attempt had.
+async fn sigkill_between_commit_and_delivery_loses_no_event(store: &Store) {
+    let b = store.backend;
+    let Some(mut rx) = common::receiver::Receiver::start("held").await else {
+        return;
+    };
+    let mut server = Server::start_with(store, "127.0.0.1:0", &["--dev"]).await;
+    let listen = server.addr.to_string();
+    let org = uid(&server.create(None, "outbox").await);
+    let (status, sub) = server
+        .call(
+            &server.token,
+            reqwest::Method::POST,
+            &format!("/events/v2/subscriptions/{org}"),
+            Some(json!({ "sink": rx.url })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "[{b}] {sub}");
+    // More events than a subscription has deliveries in flight (32): some
+    // are held by the receiver, the others wait in the log.
+    let mut expected = BTreeSet::from([uid(&sub)]);
+    for i in 0..40 {
+        expected.insert(uid(&server.create(Some(&org), &format!("g{i}")).await));
+    }
+    // Deliveries are under way (and held) when the server dies.
+    let mut first_ids = BTreeMap::<String, String>::new();
+    let held = rx.next().await;
+    assert_eq!(held["answered"], 0, "[{b}] {held}");
+    while let Some(d) = rx.next_within(Duration::from_millis(300)).await {
+        assert_eq!(d["answered"], 0, "[{b}] nothing is answered before the kill: {d}");
+        first_ids.insert(subject(&d), ce_id(&d));
+    }
+    first_ids.insert(subject(&held), ce_id(&held));
+    server.sigkill();
+    drop(server);
+    eprintln!(
+        "[{b}] killed with {} of {} events attempted and held",
+        first_ids.len(),
+        expected.len()
+    );
+    assert!(
+        first_ids.len() < expected.len(),
+        "[{b}] some events were never attempted before the kill"
+    );
+
+    rx.release().await;
+    let _server = Server::start_with(store, &listen, &["--dev"]).await;
+    let mut delivered = BTreeMap::<String, String>::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while delivered.len() < expected.len() {
+        assert!(
+            Instant::now() < deadline,
+            "[{b}] undelivered after the restart: {:?}",
+            expected
+                .iter()
+                .filter(|u| !delivered.contains_key(*u))
+                .collect::<Vec<_>>()
+        );
+        let Some(d) = rx.next_within(Duration::from_secs(5)).await else {
+            continue;
+        };
+        if d["answered"] == 200 {
+            assert!(d["error"].is_null(), "[{b}] the cloudevents package parses it: {d}");
+            delivered.insert(subject(&d), ce_id(&d));
+        }
+    }
+    assert_eq!(
+        delivered.keys().cloned().collect::<BTreeSet<_>>(),
+        expected,
+        "[{b}] every committed change's event, and nothing else"
+    );
+    for (subject, id) in &first_ids {
+        assert_eq!(
+            delivered.get(subject),
+            Some(id),
+            "[{b}] a retried delivery keeps its Ce-Id"
+        );
+    }
+}
+
+fn subject(delivery: &Value) -> String {
+    delivery["headers"]["ce-subject"]
+        .as_str()
+        .expect("ce-subject")
+        .to_owned()
+}
+
+fn ce_id(delivery: &Value) -> String {
+    delivery["headers"]["ce-id"].as_str().expect("ce-id").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_between_commit_and_delivery() {
+    for store in stores().await {
+        sigkill_between_commit_and_delivery_loses_no_event(&store).await;
+    }
+}

@@ -7,12 +7,14 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio::io::AsyncWriteExt as _;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// The receiver fixture, running: its URL, and the deliveries it printed.
 pub struct Receiver {
     _child: Child,
+    stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
     pub url: String,
 }
@@ -41,10 +43,12 @@ impl Receiver {
         let script_path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ce_receiver.py");
         let mut child = tokio::process::Command::new(python)
             .args([script_path, script])
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("start the receiver");
+        let stdin = child.stdin.take().expect("stdin");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         let first = lines.next_line().await.expect("read").expect("the receiver's port");
         let port = serde_json::from_str::<Value>(&first).expect("json")["port"]
@@ -52,9 +56,17 @@ impl Receiver {
             .expect("port");
         Some(Receiver {
             _child: child,
+            stdin,
             lines,
             url: format!("http://127.0.0.1:{port}/hook"),
         })
+    }
+
+    /// Ends the hold of a receiver started with "held": later requests
+    /// are answered (those held stay unanswered).
+    pub async fn release(&mut self) {
+        self.stdin.write_all(b"release\n").await.expect("write to the receiver");
+        self.stdin.flush().await.expect("flush");
     }
 
     /// The next delivery within `wait`, if one comes.
