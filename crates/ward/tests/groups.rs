@@ -1057,7 +1057,8 @@ async fn pagination_walks_every_match_once_in_order() {
         let expected = sorted_uids(&members, "name");
         let mut got = Vec::new();
         let mut token: Option<String> = None;
-        loop {
+        for pages in 0.. {
+            assert!(pages < 100, "runaway pagination");
             let mut q = format!("{G}?uidp.descendantsOf={ou}&pageSize=4&orderBy=name");
             if let Some(t) = &token {
                 q.push_str(&format!("&pageToken={}", enc(t)));

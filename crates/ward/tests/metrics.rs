@@ -24,22 +24,7 @@ struct Sample {
 /// `.ci/run`); without it the test is skipped with a note, unless
 /// `WARD_TEST_REQUIRE_CLIENTS=1` (CI) makes that a failure.
 fn parser_python() -> Option<std::path::PathBuf> {
-    let venv = std::env::var("WARD_TEST_VENV").unwrap_or_else(|_| "target/ward-venv".into());
-    let python = std::path::Path::new(&venv).join("bin/python");
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import prometheus_client.parser"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert_ne!(
-            std::env::var("WARD_TEST_REQUIRE_CLIENTS").as_deref(),
-            Ok("1"),
-            "{} lacks prometheus_client (pip install prometheus-client)",
-            python.display()
-        );
-        eprintln!("note: no prometheus_client in {venv}; the metrics test is skipped");
-    }
-    ok.then_some(python)
+    common::venv_python("prometheus_client.parser", "'prometheus-client==0.21.*'")
 }
 
 /// The exposition at `addr`, parsed by `prometheus_client.parser`.

@@ -95,7 +95,14 @@ impl Server {
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        let _ = self.child.wait();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while self.child.try_wait().expect("try_wait").is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the server still runs a minute after SIGTERM");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 }
 

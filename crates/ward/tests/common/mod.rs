@@ -8,6 +8,7 @@ pub mod idp;
 pub mod log_scan;
 pub mod people;
 pub mod receiver;
+pub mod stubs;
 
 use std::sync::Arc;
 
@@ -78,7 +79,12 @@ impl TestServer {
             clock,
             backend: db.backend,
             config,
-            http: reqwest::Client::new(),
+            // Bounded, so a request the server never answers fails the test
+            // instead of hanging the run.
+            http: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(120))
+                .build()
+                .expect("http client"),
             running: Some(running),
             _data_dir: data_dir,
             db,
@@ -556,4 +562,28 @@ pub async fn push_manifest(s: &TestServer, name: &str, reference: &str, media_ty
         r.text().await.unwrap_or_default()
     );
     sha256(&bytes)
+}
+
+/// The test venv's python (`$WARD_TEST_VENV`, else `target/ward-venv`) if
+/// `import` runs there; otherwise a note and None, or a failure when
+/// `WARD_TEST_REQUIRE_CLIENTS=1` (CI) requires it (`pip` says what to
+/// install).
+pub fn venv_python(import: &str, pip: &str) -> Option<std::path::PathBuf> {
+    let venv = std::env::var_os("WARD_TEST_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/ward-venv")));
+    let python = venv.join("bin/python");
+    let ok = std::process::Command::new(&python)
+        .args(["-c", &format!("import {import}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("WARD_TEST_REQUIRE_CLIENTS").as_deref() != Ok("1"),
+            "WARD_TEST_REQUIRE_CLIENTS=1 but {} cannot import {import} (pip install {pip})",
+            python.display()
+        );
+        eprintln!("note: no {import} in {}; its tests are skipped", venv.display());
+    }
+    ok.then_some(python)
 }

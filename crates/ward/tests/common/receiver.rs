@@ -2,7 +2,6 @@
 //! Python `cloudevents` package), run as a subprocess: event delivery tests
 //! read what it received.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -23,23 +22,7 @@ impl Receiver {
     /// Starts the receiver answering `script` (statuses, then 200); None
     /// when the venv lacks `cloudevents` (a failure when CI requires it).
     pub async fn start(script: &str) -> Option<Receiver> {
-        let venv = std::env::var_os("WARD_TEST_VENV")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/ward-venv")));
-        let python = venv.join("bin/python");
-        let has = std::process::Command::new(&python)
-            .args(["-c", "import cloudevents.core.bindings.http"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !has {
-            assert!(
-                std::env::var("WARD_TEST_REQUIRE_CLIENTS").as_deref() != Ok("1"),
-                "WARD_TEST_REQUIRE_CLIENTS=1 but {} has no cloudevents (pip install 'cloudevents==2.2.0')",
-                python.display()
-            );
-            eprintln!("note: no cloudevents in the test venv; delivery tests skipped");
-            return None;
-        }
+        let python = super::venv_python("cloudevents.core.bindings.http", "'cloudevents==2.2.0'")?;
         let script_path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ce_receiver.py");
         let mut child = tokio::process::Command::new(python)
             .args([script_path, script])
@@ -50,7 +33,11 @@ impl Receiver {
             .expect("start the receiver");
         let stdin = child.stdin.take().expect("stdin");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let first = lines.next_line().await.expect("read").expect("the receiver's port");
+        let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("the receiver starts within a minute")
+            .expect("read")
+            .expect("the receiver's port");
         let port = serde_json::from_str::<Value>(&first).expect("json")["port"]
             .as_u64()
             .expect("port");
