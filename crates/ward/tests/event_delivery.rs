@@ -706,3 +706,87 @@ async fn subscriptions_and_the_audit_trail_follow_their_capabilities() {
         assert!(fields.iter().any(|(f, _)| f == "subscription.sink"), "[{b}] {fields:?}");
     }
 }
+
+/// The README's receiver, pasted as a user would and run with the venv's
+/// PyJWT and cloudevents: it verifies a real delivery with Ward's JWKS
+/// alone, and refuses a genuine Ward token of another kind.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readmes_receiver_verifies_deliveries() {
+    use tokio::io::AsyncBufReadExt as _;
+    let Some(python) = common::venv_python(
+        "jwt.algorithms, cloudevents.core.bindings.http",
+        "'pyjwt[crypto]==2.*' 'cloudevents==2.2.0'",
+    ) else {
+        return;
+    };
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README");
+    let snippet = &readme[readme.find("# A Ward event receiver").expect("the README's receiver")..];
+    let snippet = &snippet[..snippet.find("```").expect("the end of its block")];
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("receiver.py");
+    std::fs::write(&script, snippet).expect("write the receiver");
+    for s in dev_servers().await {
+        let b = s.backend;
+        let org = common::uid(&s.create_group(None, "readme").await);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut child = tokio::process::Command::new(&python)
+            .arg(&script)
+            .env("WARD_ISSUER", &s.base)
+            .env("WARD_GROUP", &org)
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the README's receiver");
+        let mut printed = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let sink = format!("http://127.0.0.1:{port}/");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            assert!(std::time::Instant::now() < deadline, "[{b}] the receiver listens");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Ward's own admin token is signed by the same key, but is no
+        // delivery's: another audience and subject, no digest.
+        let forged = s
+            .http
+            .post(&sink)
+            .bearer_auth(&s.token)
+            .header("ce-id", "forged")
+            .header("ce-source", "https://example.com")
+            .header("ce-specversion", "1.0")
+            .header("ce-type", "dev.chainguard.api.iam.group.created.v1")
+            .header("content-type", "application/json")
+            .body("{\"actor\":{},\"body\":{}}")
+            .send()
+            .await
+            .expect("post to the receiver");
+        assert_eq!(forged.status(), StatusCode::FORBIDDEN, "[{b}] a forged delivery");
+
+        let (st, sub) = s
+            .post(&format!("/events/v2/subscriptions/{org}"), json!({"sink": sink}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {sub}");
+        let team = common::uid(&s.create_group(Some(&org), "team").await);
+        // Both events, verified and printed (in either order: deliveries run
+        // side by side).
+        let wanted = [
+            format!(
+                "dev.chainguard.api.events.subscription.created.v1 {} ",
+                common::uid(&sub)
+            ),
+            format!("dev.chainguard.api.iam.group.created.v1 {team} "),
+        ];
+        let mut lines = Vec::new();
+        while !wanted.iter().all(|w| lines.iter().any(|l: &String| l.starts_with(w))) {
+            let line = tokio::time::timeout(Duration::from_secs(60), printed.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("[{b}] the receiver printed the group's event: {lines:?}"))
+                .expect("read")
+                .expect("the receiver runs");
+            lines.push(line);
+        }
+    }
+}
