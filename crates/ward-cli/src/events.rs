@@ -189,6 +189,16 @@ async fn list_events(client: &Client, format: Format, query: resource::Query, li
     Ok(())
 }
 
+/// A sink's error, after its HTTP status when it answered (0: no answer,
+/// e.g. a connection or name lookup failure).
+fn with_status(status: i32, error: &str) -> String {
+    if status == 0 {
+        error.to_owned()
+    } else {
+        format!("HTTP {status}: {error}")
+    }
+}
+
 fn show_status(format: Format, s: &DeliveryStatus) -> anyhow::Result<()> {
     if format == Format::Json {
         return output::json(s);
@@ -196,7 +206,7 @@ fn show_status(format: Format, s: &DeliveryStatus) -> anyhow::Result<()> {
     let error = if s.last_failure_error.is_empty() {
         String::new()
     } else {
-        format!("{} {}", s.last_failure_status, s.last_failure_error)
+        with_status(s.last_failure_status, &s.last_failure_error)
     };
     output::table(
         &[
@@ -226,7 +236,11 @@ fn show_status(format: Format, s: &DeliveryStatus) -> anyhow::Result<()> {
                         f.event_id.clone(),
                         f.event_type.clone(),
                         f.attempts.to_string(),
-                        f.status.to_string(),
+                        if f.status == 0 {
+                            String::new()
+                        } else {
+                            f.status.to_string()
+                        },
                         f.error.clone(),
                         output::time(f.failed_time.as_ref()),
                     ]

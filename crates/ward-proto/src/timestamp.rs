@@ -85,7 +85,8 @@ fn rfc3339_millis(dt: &DateTime<Utc>) -> Option<[u8; 24]> {
 impl<'de> serde::Deserialize<'de> for Timestamp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        let dt = DateTime::parse_from_rfc3339(&s).map_err(D::Error::custom)?;
+        let dt = DateTime::parse_from_rfc3339(&s)
+            .map_err(|e| D::Error::custom(format_args!("{e}; a time is RFC 3339, e.g. 2026-12-01T00:00:00Z")))?;
         Ok(Self {
             seconds: dt.timestamp(),
             nanos: dt.timestamp_subsec_nanos() as i32,

@@ -144,7 +144,7 @@ fn decode<Req: DeserializeOwned>(json: serde_json::Value) -> Result<Req> {
         if path.is_empty() || path == "." {
             ward_core::Error::invalid("body", format!("the request does not match the message: {inner}"))
         } else {
-            ward_core::Error::invalid(&path, format!("{path}: not a valid value for this field ({inner})"))
+            ward_core::Error::invalid(&path, format!("not a valid value for this field ({inner})"))
         }
     })
 }
