@@ -73,6 +73,8 @@ pub struct FieldSchema {
     pub format: String,
     #[prost(uint32, tag = "12")]
     pub min_items: u32,
+    #[prost(bool, tag = "13")]
+    pub kept_on_replace: bool,
 }
 
 mod partial {

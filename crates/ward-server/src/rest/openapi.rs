@@ -105,12 +105,15 @@ fn status_schema() -> Value {
 /// constraints (required, patterns, bounds); replies only their types, since
 /// a reply may leave a field empty that a request must fill (a lookup that
 /// returns only an id). A PATCH body is a request whose fields are all
-/// optional (the mask says what changes).
+/// optional (the mask says what changes). A PUT body whose message has a
+/// `kept_on_replace` field is an input where that field may be empty or
+/// absent (it keeps its value).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Output,
     Input,
     Patch,
+    Replace,
 }
 
 impl Mode {
@@ -119,7 +122,13 @@ impl Mode {
             Mode::Output => message.to_owned(),
             Mode::Input => format!("{message}.Input"),
             Mode::Patch => format!("{message}.Patch"),
+            Mode::Replace => format!("{message}.Replace"),
         }
+    }
+
+    /// Whether this side requires a field with `rule`.
+    fn requires(self, rule: &ward_proto::descriptors::FieldSchema) -> bool {
+        rule.required && (self == Mode::Input || (self == Mode::Replace && !rule.kept_on_replace))
     }
 }
 
@@ -320,7 +329,14 @@ impl Generator {
             ]}),
             Kind::Enum(e) => self.enum_schema(e),
             // Nested messages of a PATCH body are whole values.
-            Kind::Message(m) => self.reference(m, if mode == Mode::Patch { Mode::Input } else { mode }),
+            Kind::Message(m) => self.reference(
+                m,
+                if matches!(mode, Mode::Patch | Mode::Replace) {
+                    Mode::Input
+                } else {
+                    mode
+                },
+            ),
         }
     }
 
@@ -368,9 +384,19 @@ impl Generator {
                 }
             };
             let rule = f.schema.clone().unwrap_or_default();
-            let must = rule.required && mode == Mode::Input;
+            let must = mode.requires(&rule);
+            let kept = mode == Mode::Replace && rule.kept_on_replace;
+            let schema = match schema.get("pattern").and_then(Value::as_str) {
+                // Empty keeps the value, whatever the pattern says.
+                Some(p) if kept => {
+                    let mut s = schema.clone();
+                    s["pattern"] = format!("^$|{p}").into();
+                    s
+                }
+                _ => schema,
+            };
             // `null` would clear it, which a required field refuses (PATCH too).
-            let mut schema = if rule.required && mode != Mode::Output {
+            let mut schema = if rule.required && mode != Mode::Output && !kept {
                 schema
             } else {
                 nullable(schema)
@@ -515,8 +541,15 @@ impl Generator {
             })
             .collect();
         let input = self.pool.message(&method.input).cloned();
+        let kept_on_replace = input.as_ref().is_some_and(|m| {
+            m.fields
+                .iter()
+                .any(|f| f.schema.as_ref().is_some_and(|r| r.kept_on_replace))
+        });
         let input_mode = if b.method == http::Method::PATCH {
             Mode::Patch
+        } else if b.method == http::Method::PUT && b.body == "*" && kept_on_replace {
+            Mode::Replace
         } else {
             Mode::Input
         };
@@ -578,11 +611,11 @@ impl Generator {
         if let Some(schema) = body {
             // A body whose message has required fields must be sent.
             let required = body_message.is_some_and(|m| {
-                input_mode == Mode::Input
-                    && self
-                        .pool
-                        .message(&m)
-                        .is_some_and(|d| d.fields.iter().any(|f| f.schema.as_ref().is_some_and(|r| r.required)))
+                self.pool.message(&m).is_some_and(|d| {
+                    d.fields
+                        .iter()
+                        .any(|f| f.schema.as_ref().is_some_and(|r| input_mode.requires(r)))
+                })
             });
             op["requestBody"] = json!({"required": required, "content": {"application/json": {"schema": schema}}});
         }
