@@ -859,8 +859,9 @@ async fn sigkill_between_commit_and_delivery_loses_no_event(store: &Store) {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "[{b}] {sub}");
-    // More events than a subscription has deliveries in flight (32): some
-    // are held by the receiver, the others wait in the log.
+    // More events than a subscription's tail has in flight (4 while it
+    // keeps up, at most 32): some are held by the receiver, the others
+    // wait in the log.
     let mut expected = BTreeSet::from([uid(&sub)]);
     for i in 0..40 {
         expected.insert(uid(&server.create(Some(&org), &format!("g{i}")).await));

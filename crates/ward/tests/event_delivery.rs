@@ -714,7 +714,7 @@ async fn subscriptions_and_the_audit_trail_follow_their_capabilities() {
 async fn the_readmes_receiver_verifies_deliveries() {
     use tokio::io::AsyncBufReadExt as _;
     let Some(python) = common::venv_python(
-        "jwt.algorithms, cloudevents.core.bindings.http",
+        "jwt.algorithms, cryptography, cloudevents.core.bindings.http",
         "'pyjwt[crypto]==2.*' 'cloudevents==2.2.0'",
     ) else {
         return;
@@ -728,26 +728,26 @@ async fn the_readmes_receiver_verifies_deliveries() {
     for s in dev_servers().await {
         let b = s.backend;
         let org = common::uid(&s.create_group(None, "readme").await);
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
         let mut child = tokio::process::Command::new(&python)
             .arg(&script)
             .env("WARD_ISSUER", &s.base)
             .env("WARD_GROUP", &org)
-            .env("PORT", port.to_string())
+            .env("PORT", "0")
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("start the README's receiver");
         let mut printed = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        // It says where it listens (PORT=0: a port of the system's choice).
+        let first = tokio::time::timeout(Duration::from_secs(30), printed.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("[{b}] the receiver starts"))
+            .expect("read")
+            .expect("the receiver runs");
+        let port = first
+            .strip_prefix("listening on port ")
+            .unwrap_or_else(|| panic!("[{b}] {first}"));
         let sink = format!("http://127.0.0.1:{port}/");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-            assert!(std::time::Instant::now() < deadline, "[{b}] the receiver listens");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
         // Ward's own admin token is signed by the same key, but is no
         // delivery's: another audience and subject, no digest.
         let forged = s

@@ -377,7 +377,8 @@ impl Generator {
                 a
             } else {
                 let rule = f.schema.as_ref().filter(|_| mode != Mode::Output);
-                match (&f.kind, rule.is_some_and(|r| r.required)) {
+                let relaxed = |r: &ward_proto::descriptors::FieldSchema| mode == Mode::Replace && r.kept_on_replace;
+                match (&f.kind, rule.is_some_and(|r| r.required && !relaxed(r))) {
                     // A required enum is one set to something other than its zero value.
                     (Kind::Enum(e), true) => self.enum_schema_nonzero(e),
                     _ => constrain(self.scalar_schema(&f.kind, mode), rule),
@@ -386,15 +387,18 @@ impl Generator {
             let rule = f.schema.clone().unwrap_or_default();
             let must = mode.requires(&rule);
             let kept = mode == Mode::Replace && rule.kept_on_replace;
-            let schema = match schema.get("pattern").and_then(Value::as_str) {
-                // Empty keeps the value, whatever the pattern says.
-                Some(p) if kept => {
-                    let mut s = schema.clone();
-                    s["pattern"] = format!("^$|{p}").into();
-                    s
+            let mut schema = schema;
+            if kept {
+                // Empty keeps the value, whatever the pattern, length or
+                // format says.
+                if let Some(p) = schema.get("pattern").and_then(Value::as_str).map(str::to_owned) {
+                    schema["pattern"] = format!("^$|{p}").into();
                 }
-                _ => schema,
-            };
+                if let Some(s) = schema.as_object_mut() {
+                    s.remove("minLength");
+                    s.remove("format");
+                }
+            }
             // `null` would clear it, which a required field refuses (PATCH too).
             let mut schema = if rule.required && mode != Mode::Output && !kept {
                 schema
