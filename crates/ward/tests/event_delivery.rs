@@ -788,5 +788,33 @@ async fn the_readmes_receiver_verifies_deliveries() {
                 .expect("the receiver runs");
             lines.push(line);
         }
+
+        // A real delivery (caught by the fixture receiver, subscribed to the
+        // same group), replayed: as sent it is accepted; with its body changed
+        // under the same token it is refused (the digest claim).
+        let Some(mut rx) = Receiver::start("").await else {
+            return;
+        };
+        let (st, caught) = s
+            .post(&format!("/events/v2/subscriptions/{org}"), json!({"sink": rx.url}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "[{b}] {caught}");
+        let real = rx.next().await;
+        let replay = |body: String| {
+            let mut req = s.http.post(&sink).body(body);
+            for (k, v) in real["headers"].as_object().expect("headers") {
+                if k.starts_with("ce-") || k == "authorization" || k == "content-type" {
+                    req = req.header(k.as_str(), v.as_str().expect("a header value"));
+                }
+            }
+            req.send()
+        };
+        let body = real["body"].as_str().expect("the body").to_owned();
+        let tampered = body.replacen("\"body\":{", "\"body\":{\"tampered\":true,", 1);
+        assert_ne!(tampered, body, "[{b}] {body}");
+        let refused = replay(tampered).await.expect("replay");
+        assert_eq!(refused.status(), StatusCode::FORBIDDEN, "[{b}] a changed body");
+        let accepted = replay(body).await.expect("replay");
+        assert_eq!(accepted.status(), StatusCode::OK, "[{b}] the delivery as sent");
     }
 }
