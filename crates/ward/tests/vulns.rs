@@ -809,6 +809,21 @@ async fn repo_uid(s: &TestServer, org: &str, name: &str) -> String {
     repos["repos"][0]["uid"].as_str().expect("the pushed repo").to_owned()
 }
 
+/// `org`'s requests record imported and `acme/app:v1` pushed with requests
+/// 2.19.0 in its layer, its report computed: the repo's uid and the digest.
+async fn requests_image(s: &TestServer, org: &str) -> (String, String) {
+    import_requests_record(s, org).await;
+    let image = layer(&[(
+        "usr/lib/python3/site-packages/requests-2.19.0.dist-info/METADATA",
+        &metadata("requests", "2.19.0"),
+    )]);
+    let digest = push_layers(s, "acme/app", "v1", &[image]).await;
+    let repo = repo_uid(s, org, "app").await;
+    let (status, report) = settled(s, &s.token, &repo, &digest).await;
+    assert_eq!(status, StatusCode::OK, "[{}] {report}", s.backend);
+    (repo, digest)
+}
+
 async fn import_requests_record(s: &TestServer, org: &str) {
     let r = records().remove(0);
     let (status, body) = s
@@ -989,15 +1004,7 @@ async fn every_report_rpc_answers_only_whom_it_should() {
         let b = s.backend;
         let org = common::uid(&s.create_group(None, "acme").await);
         let other = common::uid(&s.create_group(None, "other").await);
-        import_requests_record(&s, &org).await;
-        let good = layer(&[(
-            "usr/lib/python3/site-packages/requests-2.19.0.dist-info/METADATA",
-            &metadata("requests", "2.19.0"),
-        )]);
-        let digest = push_layers(&s, "acme/app", "v1", &[good]).await;
-        let repo = repo_uid(&s, &org, "app").await;
-        let (status, _) = settled(&s, &s.token, &repo, &digest).await;
-        assert_eq!(status, StatusCode::OK, "[{b}]");
+        let (repo, digest) = requests_image(&s, &org).await;
 
         let (_, viewer) = common::person(&s, "viewer", &[(&org, "viewer")]).await;
         let (_, puller) = common::person(&s, "puller", &[(&org, "registry.pull")]).await;
@@ -1570,14 +1577,7 @@ async fn python_grpc_stubs_read_reports_and_manage_subscriptions() {
         let b = s.backend;
         let start = s.clock.now_millis();
         let org = common::uid(&s.create_group(None, "acme").await);
-        import_requests_record(&s, &org).await;
-        let image = layer(&[(
-            "usr/lib/python3/site-packages/requests-2.19.0.dist-info/METADATA",
-            &metadata("requests", "2.19.0"),
-        )]);
-        let digest = push_layers(&s, "acme/app", "v1", &[image]).await;
-        let repo = repo_uid(&s, &org, "app").await;
-        assert_eq!(settled(&s, &s.token, &repo, &digest).await.0, StatusCode::OK, "[{b}]");
+        let (repo, digest) = requests_image(&s, &org).await;
         let time = |ms: i64| serde_json::to_value(ward_proto::Timestamp::from_millis(ms)).unwrap();
         let args = json!({
             "grpc": s.addr().to_string(), "rest": s.base, "token": s.token,

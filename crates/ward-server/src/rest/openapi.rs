@@ -126,9 +126,15 @@ impl Mode {
         }
     }
 
+    /// Whether this side lets a field with `rule` be empty or absent (it
+    /// keeps its value), whatever else `rule` says.
+    fn keeps(self, rule: &ward_proto::descriptors::FieldSchema) -> bool {
+        self == Mode::Replace && rule.kept_on_replace
+    }
+
     /// Whether this side requires a field with `rule`.
     fn requires(self, rule: &ward_proto::descriptors::FieldSchema) -> bool {
-        rule.required && (self == Mode::Input || (self == Mode::Replace && !rule.kept_on_replace))
+        rule.required && matches!(self, Mode::Input | Mode::Replace) && !self.keeps(rule)
     }
 }
 
@@ -377,8 +383,7 @@ impl Generator {
                 a
             } else {
                 let rule = f.schema.as_ref().filter(|_| mode != Mode::Output);
-                let relaxed = |r: &ward_proto::descriptors::FieldSchema| mode == Mode::Replace && r.kept_on_replace;
-                match (&f.kind, rule.is_some_and(|r| r.required && !relaxed(r))) {
+                match (&f.kind, rule.is_some_and(|r| r.required && !mode.keeps(r))) {
                     // A required enum is one set to something other than its zero value.
                     (Kind::Enum(e), true) => self.enum_schema_nonzero(e),
                     _ => constrain(self.scalar_schema(&f.kind, mode), rule),
@@ -386,7 +391,7 @@ impl Generator {
             };
             let rule = f.schema.clone().unwrap_or_default();
             let must = mode.requires(&rule);
-            let kept = mode == Mode::Replace && rule.kept_on_replace;
+            let kept = mode.keeps(&rule);
             let mut schema = schema;
             if kept {
                 // Empty keeps the value, whatever the pattern, length or
